@@ -1,0 +1,21 @@
+"""loopwatch: catch LLM-agent tool-call loops from OpenTelemetry spans."""
+
+from loopwatch.core.config import Config, ConfigError, load_config
+from loopwatch.core.declarations import ToolDeclaration, tool
+from loopwatch.core.keys import AttemptKey, attempt_key
+from loopwatch.instrument import instrument
+from loopwatch.processor import LoopwatchSpanProcessor
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AttemptKey",
+    "Config",
+    "ConfigError",
+    "LoopwatchSpanProcessor",
+    "ToolDeclaration",
+    "attempt_key",
+    "instrument",
+    "load_config",
+    "tool",
+]

@@ -1,0 +1,31 @@
+"""OpenTelemetry GenAI semantic conventions (current), and the older names pydantic-ai and
+Logfire still emit (instrumentation version 2: ``running tool``, ``tool_arguments``)."""
+
+from loopwatch.conventions.family import ANY, Family
+
+OPERATION = "gen_ai.operation.name"
+
+GENAI = Family(
+    name="genai",
+    tool=((OPERATION, "execute_tool"), ("mcp.method.name", "tools/call")),
+    turn=((OPERATION, "invoke_agent"), (OPERATION, "invoke_workflow")),
+    llm=(
+        (OPERATION, "chat"),
+        (OPERATION, "text_completion"),
+        (OPERATION, "generate_content"),
+        ("gen_ai.request.model", ANY),
+    ),
+    tool_name=("gen_ai.tool.name",),
+    arguments=("gen_ai.tool.call.arguments", "tool_arguments"),
+    result=("gen_ai.tool.call.result", "tool_response"),
+    description=("gen_ai.tool.description",),
+    agent=("gen_ai.agent.name", "gen_ai.workflow.name", "agent_name"),
+    model=("gen_ai.request.model", "gen_ai.response.model", "model_name"),
+    tool_definitions=("gen_ai.tool.definitions", "model_request_parameters"),
+)
+
+# Span names that mark a kind when no attribute does (pydantic-ai v2, MCP, ADK v1).
+TOOL_NAME_PREFIXES = ("execute_tool ", "tools/call ")
+TOOL_SPAN_NAMES = frozenset({"running tool"})
+TURN_NAME_PREFIXES = ("invoke_agent", "invoke_workflow")
+TURN_SPAN_NAMES = frozenset({"agent run", "invocation"})

@@ -1,0 +1,141 @@
+"""Arguments and results as instrumentations write them: JSON, Python reprs, envelopes."""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+REDACTED = frozenset({"__REDACTED__", "<redacted>", "[REDACTED]", "[redacted]"})
+# Past this a payload is not parsed; its identity is the hash of the raw text (still exact for
+# byte-equal repeats, which is all a huge payload can be compared on cheaply).
+MAX_PARSE_CHARS = 256 * 1024
+_UNWRAP_DEPTH = 4
+
+
+def parse_text(text: str) -> Any:
+    """JSON, else a Python literal (LangChain writes ``str(dict)``), else the text itself."""
+    stripped = text.strip()
+    if not stripped or len(stripped) > MAX_PARSE_CHARS:
+        return text
+    first = stripped[0]
+    if first in '{["-0123456789tfn':
+        try:
+            return json.loads(stripped)
+        except (ValueError, RecursionError):
+            pass
+    if first in "{[(" or first in "'\"":
+        try:
+            value = ast.literal_eval(stripped)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return text
+        return _jsonable(value)
+    return text
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, tuple | list | set | frozenset):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """Attribute values (str, number, sequences, mappings on newer SDKs) as JSON-like data."""
+    if isinstance(value, str):
+        return parse_text(value)
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        return [_plain(v) for v in value]
+    return value
+
+
+def is_redacted(value: Any) -> bool:
+    return isinstance(value, str) and value.strip() in REDACTED
+
+
+def decode_arguments(value: Any) -> tuple[bool, Any]:
+    """``(known, arguments)``; unknown when absent or redacted (never read as empty)."""
+    if value is None or is_redacted(value):
+        return False, None
+    return True, _unwrap_arguments(_plain(value))
+
+
+def _unwrap_arguments(args: Any) -> Any:
+    for _ in range(_UNWRAP_DEPTH):
+        if not isinstance(args, dict):
+            return args
+        keys = args.keys()
+        if "input_str" in keys and "inputs" in keys:
+            # OpenLLMetry's LangChain envelope: its metadata changes every step, inputs do not.
+            inner = args["inputs"]
+            args = inner if inner else parse_text(str(args["input_str"]))
+        elif "kwargs" in keys and keys <= {"args", "kwargs", "sanitize_inputs_outputs"}:
+            # Traceloop decorators and smolagents: {"args": [...], "kwargs": {...}}.
+            positional = args.get("args") or []
+            named = args.get("kwargs") or {}
+            if not isinstance(positional, list) or not isinstance(named, dict):
+                return args
+            if not positional:
+                args = named
+            elif not named and len(positional) == 1:
+                args = positional[0]
+            else:
+                return {"args": positional, **named}
+        else:
+            return args
+    return args
+
+
+def decode_result(value: Any) -> tuple[bool, Any, str | None]:
+    """``(known, result, error_text)``. error_text is set when the envelope says the call failed
+    (LangChain ToolMessage ``status="error"``, MCP ``isError``)."""
+    if value is None or is_redacted(value):
+        return False, None, None
+    result = _plain(value)
+    error_text: str | None = None
+    for _ in range(_UNWRAP_DEPTH):
+        if isinstance(result, str):
+            parsed = parse_text(result)
+            if parsed is result or isinstance(parsed, str):
+                break
+            result = parsed
+            continue
+        if isinstance(result, dict):
+            data = result.get("data")
+            if result.get("type") == "tool" and isinstance(data, dict) and "content" in data:
+                if data.get("status") == "error":
+                    error_text = str(data.get("content"))[:500]
+                result = data["content"]
+            elif "output" in result and set(result) <= {"output", "kwargs"}:
+                result = result["output"]
+            elif set(result) == {"result"}:
+                result = result["result"]
+            elif isinstance(result.get("content"), list) and (
+                "isError" in result or "structuredContent" in result
+            ):
+                if result.get("isError") is True:
+                    error_text = str(result["content"])[:500]
+                result = result["content"]
+            else:
+                break
+        elif isinstance(result, list) and result and all(_is_text_block(b) for b in result):
+            # Strands / MCP content blocks: [{"text": "..."}] or [{"type": "text", "text": ...}]
+            texts = [b["text"] for b in result]
+            result = texts[0] if len(texts) == 1 else "\n".join(texts)
+        else:
+            break
+    return True, result, error_text
+
+
+def _is_text_block(block: Any) -> bool:
+    return (
+        isinstance(block, dict)
+        and isinstance(block.get("text"), str)
+        and set(block) <= {"text", "type", "annotations"}
+    )

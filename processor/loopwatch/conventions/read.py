@@ -1,0 +1,258 @@
+"""One span in, one record out: tool call, turn mark, LLM mark or link."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from loopwatch.conventions import frameworks, genai, openllmetry
+from loopwatch.conventions.family import ANY, Family
+from loopwatch.conventions.frameworks import ADK, LOGFIRE, LOGFIRE_FUNCTION_SPAN
+from loopwatch.conventions.genai import GENAI
+from loopwatch.conventions.openinference import OPENINFERENCE
+from loopwatch.conventions.openllmetry import OPENLLMETRY
+from loopwatch.conventions.payloads import decode_arguments, decode_result, parse_text
+from loopwatch.core.config import Config
+from loopwatch.core.identity import short_hash
+from loopwatch.core.keys import attempt_key
+from loopwatch.core.outcomes import OK, classify_error, error_text_in_result, result_fingerprint
+from loopwatch.core.records import Link, LlmMark, Record, ToolCall, TurnMark
+from loopwatch.core.spans import STATUS_ERROR, SpanView
+
+FAMILIES = (GENAI, OPENINFERENCE, OPENLLMETRY)
+_TOOL_MARKERS = tuple(m for f in FAMILIES for m in f.tool)
+_TURN_MARKERS = tuple(m for f in FAMILIES for m in f.turn)
+_LLM_MARKERS = tuple(m for f in FAMILIES for m in f.llm)
+
+
+def _attrs(families: tuple[Family, ...], field: str) -> tuple[str, ...]:
+    return tuple(a for f in families for a in getattr(f, field))
+
+
+# Read order follows span-conventions.md §6.
+_TOOL_NAME = _attrs((GENAI, OPENINFERENCE, OPENLLMETRY), "tool_name")
+_ARGUMENTS = (
+    *GENAI.arguments,
+    *ADK.arguments,
+    OPENINFERENCE.arguments[0],
+    *OPENLLMETRY.arguments,
+)
+_RESULT = (*GENAI.result, *ADK.result, *OPENINFERENCE.result, *OPENLLMETRY.result)
+_DESCRIPTION = _attrs((GENAI, OPENINFERENCE), "description")
+_TOOL_AGENT = ("gen_ai.agent.name", "agent.name")
+_TURN_AGENT = _attrs((GENAI, OPENINFERENCE, OPENLLMETRY), "agent")
+_MODEL = _attrs((GENAI, OPENINFERENCE), "model")
+
+
+def _matches(attrs: Mapping[str, Any], markers: tuple[tuple[str, str], ...]) -> bool:
+    for key, value in markers:
+        got = attrs.get(key)
+        if got is not None and (value == ANY or got == value):
+            return True
+    return False
+
+
+def _first(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        value = attrs.get(key)
+        if value is not None and value != "":
+            return value
+    return None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def is_tool_span(span: SpanView) -> bool:
+    name = span.name
+    return (
+        _matches(span.attributes, _TOOL_MARKERS)
+        or name.startswith(genai.TOOL_NAME_PREFIXES)
+        or name in genai.TOOL_SPAN_NAMES
+        or name == LOGFIRE_FUNCTION_SPAN
+    )
+
+
+def _is_turn(span: SpanView) -> bool:
+    name = span.name
+    return (
+        _matches(span.attributes, _TURN_MARKERS)
+        or name.startswith(genai.TURN_NAME_PREFIXES)
+        or name in genai.TURN_SPAN_NAMES
+    )
+
+
+def read_span(span: SpanView, config: Config) -> Record:
+    """Classify a span and read what loopwatch needs from it."""
+    if is_tool_span(span):
+        return _tool_call(span, config)
+    if _is_turn(span):
+        return TurnMark(
+            span.span_id,
+            span.parent_id,
+            span.start_ns,
+            span.end_ns,
+            agent=_turn_agent(span),
+            model=_text(_first(span.attributes, _MODEL)),
+        )
+    if _matches(span.attributes, _LLM_MARKERS):
+        return LlmMark(
+            span.span_id,
+            span.parent_id,
+            span.start_ns,
+            span.end_ns,
+            model=_text(_first(span.attributes, _MODEL)),
+            tool_versions=_tool_versions(span.attributes),
+        )
+    return Link(span.span_id, span.parent_id, span.start_ns, span.end_ns)
+
+
+def _turn_agent(span: SpanView) -> str | None:
+    agent = _text(_first(span.attributes, _TURN_AGENT))
+    if agent:
+        return agent
+    for prefix in genai.TURN_NAME_PREFIXES:
+        if span.name.startswith(prefix + " "):
+            return span.name[len(prefix) + 1 :] or None
+    if span.attributes.get(OPENINFERENCE.turn[0][0]) == "AGENT":
+        return span.name or None
+    return None
+
+
+def _tool_name(span: SpanView) -> str:
+    attrs = span.attributes
+    name = _text(_first(attrs, _TOOL_NAME))
+    if name:
+        return name
+    if span.name == LOGFIRE_FUNCTION_SPAN:
+        return _text(_first(attrs, LOGFIRE.tool_name)) or "unknown"
+    for prefix in genai.TOOL_NAME_PREFIXES:
+        if span.name.startswith(prefix):
+            return span.name[len(prefix) :].strip() or "unknown"
+    if span.name.endswith(openllmetry.TOOL_NAME_SUFFIX):
+        return span.name[: -len(openllmetry.TOOL_NAME_SUFFIX)] or "unknown"
+    return span.name or "unknown"
+
+
+def _looks_like_schema(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    if "properties" in value or value.get("type") == "object":
+        return True
+    return bool(value) and all(isinstance(v, dict) and "type" in v for v in value.values())
+
+
+def _raw_payloads(span: SpanView) -> tuple[Any, Any]:
+    attrs = span.attributes
+    arguments = _first(attrs, _ARGUMENTS)
+    result = _first(attrs, _RESULT)
+    if span.name == LOGFIRE_FUNCTION_SPAN:
+        arguments = arguments if arguments is not None else attrs.get("input")
+        result = result if result is not None else attrs.get("output")
+    if (arguments is None or result is None) and span.events:
+        event_args, event_result = frameworks.strands_payloads(span)
+        arguments = arguments if arguments is not None else event_args
+        result = result if result is not None else event_result
+    if arguments is None:
+        fallback = attrs.get(OPENINFERENCE.arguments[1])
+        if fallback is not None and not _looks_like_schema(
+            parse_text(fallback) if isinstance(fallback, str) else fallback
+        ):
+            arguments = fallback
+    return arguments, result
+
+
+def _error_evidence(span: SpanView, result_error: str | None) -> tuple[bool, list[str], list[str]]:
+    attrs = span.attributes
+    types: list[str] = []
+    messages: list[str] = []
+    errored = span.status_code == STATUS_ERROR
+    error_type = attrs.get("error.type")
+    if isinstance(error_type, str) and error_type:
+        errored = True
+        if error_type != "_OTHER":
+            types.append(error_type)
+    for event in reversed(span.events):
+        if event.name == "exception":
+            errored = True
+            types.append(str(event.attributes.get("exception.type") or ""))
+            messages.append(str(event.attributes.get("exception.message") or ""))
+    if span.status_description:
+        messages.append(span.status_description)
+    if attrs.get("gen_ai.tool.status") == "error":
+        errored = True
+    level = attrs.get("logfire.level_num")
+    if isinstance(level, int) and level >= frameworks.LOGFIRE_ERROR_LEVEL:
+        errored = True
+    logfire_error = attrs.get("error") if span.name == LOGFIRE_FUNCTION_SPAN else None
+    if logfire_error:
+        errored = True
+        messages.append(str(logfire_error))
+    if result_error:
+        errored = True
+        messages.append(result_error)
+    return errored, types, messages
+
+
+def _tool_call(span: SpanView, config: Config) -> ToolCall:
+    attrs = span.attributes
+    tool = _tool_name(span)
+    declaration = config.declaration(tool)
+    raw_arguments, raw_result = _raw_payloads(span)
+    known, arguments = decode_arguments(raw_arguments)
+    if known and frameworks.adk_content_disabled(attrs):
+        known = False
+    result_known, result, envelope_error = decode_result(raw_result)
+    result_error = envelope_error or (error_text_in_result(result) if result_known else None)
+    errored, types, messages = _error_evidence(span, result_error)
+    if errored:
+        error_class = classify_error(types, messages)
+        outcome = error_class
+        fingerprint = "unknown"
+    else:
+        error_class = OK
+        fingerprint = result_fingerprint(result, declaration) if result_known else "unknown"
+        outcome = fingerprint if result_known else OK
+    description = _text(_first(attrs, _DESCRIPTION))
+    return ToolCall(
+        span.span_id,
+        span.parent_id,
+        span.start_ns,
+        span.end_ns,
+        tool=tool,
+        key=attempt_key(tool, arguments, outcome, declaration, arguments_known=known),
+        error_class=error_class,
+        result=fingerprint,
+        arguments_known=known,
+        tool_version=short_hash(description, 8) if description else "",
+        agent=_text(_first(attrs, _TOOL_AGENT)),
+    )
+
+
+def _tool_versions(attrs: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """Tool name -> description hash, from the tool definitions an LLM span carries."""
+    found: dict[str, str] = {}
+    definitions: list[Any] = []
+    for key in GENAI.tool_definitions:
+        raw = attrs.get(key)
+        value = parse_text(raw) if isinstance(raw, str) else raw
+        if isinstance(value, dict):
+            value = value.get("function_tools")
+        if isinstance(value, list | tuple):
+            definitions.extend(value)
+    index = 0
+    while True:  # OpenInference: llm.tools.N.tool.json_schema
+        raw = attrs.get(f"llm.tools.{index}.tool.json_schema")
+        if raw is None:
+            break
+        definitions.append(parse_text(raw) if isinstance(raw, str) else raw)
+        index += 1
+    for d in definitions:
+        if not isinstance(d, dict):
+            continue
+        fn = d.get("function") if isinstance(d.get("function"), dict) else d
+        name, description = fn.get("name"), fn.get("description")
+        if isinstance(name, str) and isinstance(description, str) and description:
+            found[name] = short_hash(description, 8)
+    return tuple(sorted(found.items()))

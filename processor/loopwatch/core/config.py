@@ -1,0 +1,209 @@
+"""Settings: ``loopwatch.toml`` first, then ``LOOPWATCH_*`` (and the ``OTEL_*`` that already
+say the same thing) from the environment."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from loopwatch.core.declarations import (
+    REGISTRY,
+    DeclarationError,
+    ToolDeclaration,
+    declaration_from_mapping,
+    merge,
+)
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used; the message says which file, key or variable."""
+
+
+@dataclass(frozen=True)
+class Config:
+    loop_threshold: int = 3
+    no_rows_threshold: int = 3
+    tools: Mapping[str, ToolDeclaration] = field(default_factory=dict)
+    # from x-loopwatch on tool definitions; merged between the file and the decorator
+    schema_tools: Mapping[str, ToolDeclaration] = field(default_factory=dict)
+
+    label_limit: int = 200
+    max_open_turns: int = 10_000
+    max_spans_per_turn: int = 10_000
+    idle_timeout_seconds: float = 300.0
+    queue_spans: int = 100_000
+
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 9464
+
+    grpc_address: str = "127.0.0.1:4317"
+    http_address: str = "127.0.0.1:4318"
+    grace_seconds: float = 5.0
+    max_request_bytes: int = 16 * 1024 * 1024
+
+    def declaration(self, tool: str) -> ToolDeclaration | None:
+        """The merged declaration of one tool (file < x-loopwatch < decorator)."""
+        return merge(
+            merge(self.tools.get(tool), self.schema_tools.get(tool)), REGISTRY.by_tool.get(tool)
+        )
+
+    def loop_threshold_for(self, decl: ToolDeclaration | None) -> int:
+        if decl is not None and decl.loop_threshold is not None:
+            return decl.loop_threshold
+        return self.loop_threshold
+
+    def no_rows_threshold_for(self, decl: ToolDeclaration | None) -> int:
+        if decl is not None and decl.no_rows_threshold is not None:
+            return decl.no_rows_threshold
+        return self.no_rows_threshold
+
+    def with_tool_definitions(self, definitions: list[Mapping[str, Any]]) -> Config:
+        """Add ``x-loopwatch`` declarations from OpenAI/MCP tool definitions."""
+        from loopwatch.core.declarations import declarations_from_tool_definitions
+
+        found = declarations_from_tool_definitions(definitions)
+        return replace(self, schema_tools={**self.schema_tools, **found})
+
+
+# (table, key) in loopwatch.toml -> (field, environment variables, kind)
+_SETTINGS: dict[tuple[str, str], tuple[str, tuple[str, ...], type]] = {
+    ("defaults", "loop_threshold"): ("loop_threshold", ("LOOPWATCH_LOOP_THRESHOLD",), int),
+    ("defaults", "no_rows_threshold"): (
+        "no_rows_threshold",
+        ("LOOPWATCH_NO_ROWS_THRESHOLD",),
+        int,
+    ),
+    ("limits", "label_values"): ("label_limit", ("LOOPWATCH_LABEL_LIMIT",), int),
+    ("limits", "open_turns"): ("max_open_turns", ("LOOPWATCH_MAX_OPEN_TURNS",), int),
+    ("limits", "spans_per_turn"): ("max_spans_per_turn", ("LOOPWATCH_MAX_SPANS_PER_TURN",), int),
+    ("limits", "idle_timeout_seconds"): (
+        "idle_timeout_seconds",
+        ("LOOPWATCH_IDLE_TIMEOUT_SECONDS",),
+        float,
+    ),
+    ("limits", "queue_spans"): ("queue_spans", ("LOOPWATCH_QUEUE_SPANS",), int),
+    ("metrics", "host"): (
+        "metrics_host",
+        ("LOOPWATCH_METRICS_HOST", "OTEL_EXPORTER_PROMETHEUS_HOST"),
+        str,
+    ),
+    ("metrics", "port"): (
+        "metrics_port",
+        ("LOOPWATCH_METRICS_PORT", "OTEL_EXPORTER_PROMETHEUS_PORT"),
+        int,
+    ),
+    ("serve", "grpc"): ("grpc_address", ("LOOPWATCH_GRPC_ADDRESS",), str),
+    ("serve", "http"): ("http_address", ("LOOPWATCH_HTTP_ADDRESS",), str),
+    ("serve", "grace_seconds"): ("grace_seconds", ("LOOPWATCH_GRACE_SECONDS",), float),
+    ("serve", "max_request_bytes"): (
+        "max_request_bytes",
+        ("LOOPWATCH_MAX_REQUEST_BYTES",),
+        int,
+    ),
+}
+_MINIMUM = {
+    "loop_threshold": 2,
+    "no_rows_threshold": 2,
+    "label_limit": 1,
+    "max_open_turns": 1,
+    "max_spans_per_turn": 1,
+    "idle_timeout_seconds": 0.001,
+    "queue_spans": 1,
+    "metrics_port": 0,
+    "grace_seconds": 0.0,
+    "max_request_bytes": 1024,
+}
+
+
+def _coerce(where: str, value: Any, kind: type) -> Any:
+    if kind is str:
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")
+        return value
+    if isinstance(value, bool):
+        raise ConfigError(f"{where}: expected a number, got {value!r}")
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: expected {kind.__name__}, got {value!r}") from None
+
+
+def _check(where: str, name: str, value: Any) -> None:
+    low = _MINIMUM.get(name)
+    if low is not None and value < low:
+        raise ConfigError(f"{where}: must be at least {low}, got {value!r}")
+    if name == "metrics_port" and value > 65535:
+        raise ConfigError(f"{where}: not a port number: {value!r}")
+
+
+def config_from_mapping(data: Mapping[str, Any], source: str = "loopwatch.toml") -> Config:
+    """Build a Config from the parsed TOML document (unknown keys are errors: typos must show)."""
+    values: dict[str, Any] = {}
+    known_tables = {t for t, _ in _SETTINGS} | {"tools"}
+    for table, body in data.items():
+        if table not in known_tables:
+            raise ConfigError(
+                f"{source}: unknown table [{table}]; known: {', '.join(sorted(known_tables))}"
+            )
+        if not isinstance(body, Mapping):
+            raise ConfigError(f"{source}: [{table}] must be a table")
+        if table == "tools":
+            continue
+        for key, value in body.items():
+            spec = _SETTINGS.get((table, key))
+            if spec is None:
+                known = sorted(k for t, k in _SETTINGS if t == table)
+                raise ConfigError(
+                    f"{source}: unknown key {table}.{key}; known: {', '.join(known)}"
+                )
+            name, _, kind = spec
+            where = f"{source}: {table}.{key}"
+            values[name] = _coerce(where, value, kind)
+            _check(where, name, values[name])
+    tools: dict[str, ToolDeclaration] = {}
+    for name, raw in dict(data.get("tools", {})).items():
+        try:
+            tools[name] = declaration_from_mapping(name, raw)
+        except DeclarationError as e:
+            raise ConfigError(f"{source}: [tools.{name}]: {e}") from None
+    return Config(tools=tools, **values)
+
+
+def apply_environment(config: Config, environ: Mapping[str, str] | None = None) -> Config:
+    env = os.environ if environ is None else environ
+    changes: dict[str, Any] = {}
+    for name, variables, kind in _SETTINGS.values():
+        for var in variables:
+            if env.get(var):
+                changes[name] = _coerce(var, env[var], kind)
+                _check(var, name, changes[name])
+                break
+    return replace(config, **changes) if changes else config
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+) -> Config:
+    """Read ``path`` (else ``$LOOPWATCH_CONFIG``, else ``./loopwatch.toml`` if present), then
+    apply ``LOOPWATCH_*`` variables. Raises :class:`ConfigError` with a clear message."""
+    env = os.environ if environ is None else environ
+    explicit = path if path is not None else env.get("LOOPWATCH_CONFIG") or None
+    file = Path(explicit) if explicit is not None else Path("loopwatch.toml")
+    if explicit is not None and not file.is_file():
+        raise ConfigError(f"{file}: no such file (from {'argument' if path else 'LOOPWATCH_CONFIG'})")
+    config = Config()
+    if file.is_file():
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{file}: not valid TOML: {e}") from None
+        config = config_from_mapping(data, str(file))
+    return apply_environment(config, env)
+
+
+def config_fields() -> list[str]:
+    return [f.name for f in fields(Config)]

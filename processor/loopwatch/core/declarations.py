@@ -1,0 +1,171 @@
+"""Tool declarations: identity fields, result kind and thresholds, from three merged sources.
+
+Order (later wins): ``loopwatch.toml``, the ``x-loopwatch`` JSON-Schema extension on a tool
+definition, the ``@loopwatch.tool`` decorator.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, TypeVar
+
+from loopwatch.core.identity import WHOLE_ARGUMENTS
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class DeclarationError(ValueError):
+    """A declaration that cannot be read; the message names the tool and the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDeclaration:
+    # None: not declared. ("*",): the explicit choice of the whole arguments.
+    identity: tuple[str, ...] | None = None
+    reviewed_parameters: tuple[str, ...] | None = None
+    # "rows" (empty result = no rows) or a dotted path whose value fingerprints a success.
+    result: str | None = None
+    loop_threshold: int | None = None
+    no_rows_threshold: int | None = None
+
+    @property
+    def whole_arguments(self) -> bool:
+        return self.identity == (WHOLE_ARGUMENTS,)
+
+
+def merge(base: ToolDeclaration | None, over: ToolDeclaration | None) -> ToolDeclaration | None:
+    """Fields set in ``over`` win over ``base``."""
+    if base is None:
+        return over
+    if over is None:
+        return base
+    changes = {
+        f.name: getattr(over, f.name) for f in fields(over) if getattr(over, f.name) is not None
+    }
+    return replace(base, **changes)
+
+
+def _str_tuple(tool: str, name: str, value: Any) -> tuple[str, ...]:
+    if value == WHOLE_ARGUMENTS:
+        return (WHOLE_ARGUMENTS,)
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v for v in value):
+        raise DeclarationError(
+            f"tool {tool!r}: {name} must be a list of parameter names (or \"*\"), got {value!r}"
+        )
+    return tuple(value)
+
+
+def _threshold(tool: str, name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+        raise DeclarationError(f"tool {tool!r}: {name} must be an integer >= 2, got {value!r}")
+    return value
+
+
+_KNOWN = {"identity", "reviewed_parameters", "result", "loop_threshold", "no_rows_threshold"}
+
+
+def declaration_from_mapping(tool: str, raw: Mapping[str, Any]) -> ToolDeclaration:
+    """Read one ``[tools.NAME]`` table or ``x-loopwatch`` object."""
+    if not isinstance(raw, Mapping):
+        raise DeclarationError(f"tool {tool!r}: declaration must be a table, got {raw!r}")
+    unknown = sorted(set(raw) - _KNOWN)
+    if unknown:
+        raise DeclarationError(
+            f"tool {tool!r}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_KNOWN))}"
+        )
+    result = raw.get("result")
+    if result is not None and (not isinstance(result, str) or not result):
+        raise DeclarationError(f"tool {tool!r}: result must be \"rows\" or a dotted path")
+    return ToolDeclaration(
+        identity=_str_tuple(tool, "identity", raw["identity"]) if "identity" in raw else None,
+        reviewed_parameters=(
+            _str_tuple(tool, "reviewed_parameters", raw["reviewed_parameters"])
+            if "reviewed_parameters" in raw
+            else None
+        ),
+        result=result,
+        loop_threshold=(
+            _threshold(tool, "loop_threshold", raw["loop_threshold"])
+            if "loop_threshold" in raw
+            else None
+        ),
+        no_rows_threshold=(
+            _threshold(tool, "no_rows_threshold", raw["no_rows_threshold"])
+            if "no_rows_threshold" in raw
+            else None
+        ),
+    )
+
+
+def declarations_from_tool_definitions(
+    definitions: Iterable[Mapping[str, Any]],
+) -> dict[str, ToolDeclaration]:
+    """``x-loopwatch`` from OpenAI function tools (``{"type":"function","function":{...}}``,
+    or flat ``{"name","parameters"}``) and MCP ``tools/list`` entries (``inputSchema``)."""
+    out: dict[str, ToolDeclaration] = {}
+    for d in definitions:
+        if not isinstance(d, Mapping):
+            continue
+        fn = d.get("function") if isinstance(d.get("function"), Mapping) else d
+        name = fn.get("name")
+        schema = fn.get("parameters") or fn.get("inputSchema") or {}
+        ext = None
+        if isinstance(schema, Mapping):
+            ext = schema.get("x-loopwatch")
+        ext = ext if ext is not None else fn.get("x-loopwatch")
+        if isinstance(name, str) and ext is not None:
+            out[name] = declaration_from_mapping(name, ext)
+    return out
+
+
+class _Registry:
+    """Declarations made with the decorator; read on every lookup, so late ones apply."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.by_tool: dict[str, ToolDeclaration] = {}
+        self.functions: dict[str, Callable[..., Any]] = {}
+
+    def add(self, name: str, decl: ToolDeclaration, fn: Callable[..., Any]) -> None:
+        with self._lock:
+            self.by_tool = {**self.by_tool, name: decl}
+            self.functions = {**self.functions, name: fn}
+
+
+REGISTRY = _Registry()
+
+
+def tool(
+    identity: Iterable[str] | str | None = None,
+    *,
+    name: str | None = None,
+    result: str | None = None,
+    loop_threshold: int | None = None,
+    no_rows_threshold: int | None = None,
+) -> Callable[[F], F]:
+    """Declare a Python tool function's identity fields: ``@loopwatch.tool(identity=["id"])``.
+
+    ``identity="*"`` is the explicit choice of the whole arguments. The function is returned
+    unchanged.
+    """
+
+    def wrap(fn: F) -> F:
+        tool_name = name or getattr(fn, "__name__", None)
+        if not tool_name:
+            raise DeclarationError(f"cannot tell the tool name of {fn!r}; pass name=")
+        raw: dict[str, Any] = {}
+        if identity is not None:
+            raw["identity"] = identity if isinstance(identity, str) else list(identity)
+        for k, v in (
+            ("result", result),
+            ("loop_threshold", loop_threshold),
+            ("no_rows_threshold", no_rows_threshold),
+        ):
+            if v is not None:
+                raw[k] = v
+        REGISTRY.add(tool_name, declaration_from_mapping(tool_name, raw), fn)
+        return fn
+
+    return wrap

@@ -1,0 +1,66 @@
+"""Identity of a tool call: the declared identity fields, or the canonical JSON of all arguments."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+WHOLE_ARGUMENTS = "*"
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+def canonical_json(value: Any) -> str:
+    """Keys sorted recursively, no insignificant whitespace, numbers as JSON writes them."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+    )
+
+
+def short_hash(text: str, length: int = 16) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:length]
+
+
+def get_path(value: Any, dotted: str) -> Any:
+    """``a.b.0.c`` into nested mappings and lists; MISSING where the path does not lead."""
+    current = value
+    for part in dotted.split("."):
+        if isinstance(current, dict):
+            if part not in current:
+                return MISSING
+            current = current[part]
+        elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
+            current = current[int(part)]
+        else:
+            return MISSING
+    return current
+
+
+def identity_values(arguments: Any, fields: tuple[str, ...] | None) -> Any:
+    """The JSON value whose canonical form is the identity.
+
+    ``fields`` None (or ``("*",)``) means the whole arguments. A bare scalar argument (a
+    single-argument tool recorded without its parameter name) stands for the one declared field.
+    """
+    if not fields or fields == (WHOLE_ARGUMENTS,):
+        return arguments
+    if not isinstance(arguments, dict | list):
+        if len(fields) == 1:
+            return {fields[0]: arguments}
+        return {f: None for f in fields}
+    out: dict[str, Any] = {}
+    for f in fields:
+        v = get_path(arguments, f)
+        out[f] = None if v is MISSING else v
+    return out
+
+
+def identity_hash(arguments: Any, fields: tuple[str, ...] | None) -> str:
+    return short_hash(canonical_json(identity_values(arguments, fields)))

@@ -1,0 +1,181 @@
+"""Outcomes of a tool call: the error class (a closed vocabulary) or, on success, the result
+fingerprint (``empty``, ``rows`` or the hash of a declared result path)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.core.identity import MISSING, canonical_json, get_path, short_hash
+
+OK = "ok"
+ERROR_CLASSES = (
+    "timeout",
+    "rate_limited",
+    "unavailable",
+    "invalid_arguments",
+    "unauthorized",
+    "not_found",
+    "conflict",
+    "server_error",
+    "tool_error",
+)
+EMPTY = "empty"
+ROWS = "rows"
+
+# Exception classes whose name alone decides (last dotted component, lower case).
+_SPECIFIC_TYPES = {
+    "timeout": "timeout timeouterror readtimeout connecttimeout writetimeout pooltimeout "
+    "timeoutexception deadlineexceeded apitimeouterror timeoutexpired",
+    "rate_limited": "ratelimiterror ratelimitexceeded toomanyrequests resourceexhausted "
+    "throttlingexception",
+    "unavailable": "connectionerror connecterror connectionrefusederror connectionreseterror "
+    "connectionabortederror brokenpipeerror serviceunavailable unavailable "
+    "apiconnectionerror remoteprotocolerror",
+    "unauthorized": "permissionerror permissiondenied permissiondeniederror unauthenticated "
+    "authenticationerror unauthorized forbidden",
+    "not_found": "filenotfounderror notfound notfounderror",
+    "conflict": "conflict conflicterror alreadyexists fileexistserror integrityerror",
+    "invalid_arguments": "validationerror jsondecodeerror invalidargument badrequest "
+    "badrequesterror unprocessableentityerror",
+    "server_error": "internalservererror internalerror servererror",
+}
+_TYPE_CLASS = {name: cls for cls, names in _SPECIFIC_TYPES.items() for name in names.split()}
+# Generic builtins: their message is read first, their name is only a fallback.
+_WEAK_TYPE_CLASS = {
+    "valueerror": "invalid_arguments",
+    "typeerror": "invalid_arguments",
+    "keyerror": "not_found",
+    "lookuperror": "not_found",
+}
+
+# Read in this order: the first class whose pattern matches wins.
+_MESSAGE_PATTERNS = [
+    (
+        "timeout",
+        re.compile(r"time[sd]?[ _-]?out|deadline[ _]?exceeded|\b(?:408|504)\b", re.IGNORECASE),
+    ),
+    (
+        "rate_limited",
+        re.compile(
+            r"rate[ _-]?limit|too many requests|throttl|quota|resource[ _]?exhausted|\b429\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "unauthorized",
+        re.compile(
+            r"unauthori[sz]ed|unauthenticated|forbidden|permission denied|access denied"
+            r"|invalid api key|\b40[13]\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "unavailable",
+        re.compile(
+            r"unavailable|connection (?:refused|reset|error|aborted)|could not connect"
+            r"|\b50[23]\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "not_found",
+        re.compile(r"not found|no such|does not exist|\b404\b", re.IGNORECASE),
+    ),
+    (
+        "conflict",
+        re.compile(r"conflict|already exists|duplicate|\b409\b", re.IGNORECASE),
+    ),
+    (
+        "invalid_arguments",
+        re.compile(
+            r"invalid|validation|malformed|bad request|missing required|unprocessable"
+            r"|parsing tool arguments|\b4(?:00|22)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "server_error",
+        re.compile(r"internal (?:server )?error|server error|\b5\d\d\b", re.IGNORECASE),
+    ),
+]
+
+# A successful call whose result reads as an error (frameworks that hand the error to the model).
+_ERROR_RESULT = re.compile(
+    r"^\s*(?:error|exception|failed|failure|tool error)\b|an error occurred while",
+    re.IGNORECASE,
+)
+
+
+def _type_name(text: str) -> str:
+    return text.rsplit(".", 1)[-1].strip().lower()
+
+
+def classify_error(types: Iterable[str], messages: Iterable[str]) -> str:
+    """Error class from exception or ``error.type`` names and from message texts, best first."""
+    type_list = [t for t in types if t]
+    for t in type_list:
+        cls = _TYPE_CLASS.get(_type_name(t))
+        if cls:
+            return cls
+    # error.type is sometimes a message (Logfire's Claude integration), so types are read too.
+    for text in [*messages, *type_list]:
+        if not text:
+            continue
+        for cls, pattern in _MESSAGE_PATTERNS:
+            if pattern.search(text):
+                return cls
+    for t in type_list:
+        cls = _WEAK_TYPE_CLASS.get(_type_name(t))
+        if cls:
+            return cls
+    return "tool_error"
+
+
+def classify_exception(exc: BaseException) -> str:
+    """Error class of a Python exception raised by a tool (for the guards)."""
+    names = [f"{c.__module__}.{c.__qualname__}" for c in type(exc).__mro__[:-2]]
+    return classify_error(names, [str(exc)])
+
+
+def error_text_in_result(result: Any) -> str | None:
+    """The error message a framework returned as the tool's result, if it did."""
+    if isinstance(result, str):
+        return result if _ERROR_RESULT.search(result[:200]) else None
+    if isinstance(result, dict):
+        if result.get("isError") is True or result.get("is_error") is True:
+            return canonical_json(result)[:500]
+        err = result.get("error")
+        if err and len(result) <= 3:
+            return err if isinstance(err, str) else canonical_json(err)[:500]
+    return None
+
+
+def is_empty(value: Any) -> bool:
+    """No rows: ``[]``, ``{}``, ``""``, ``null``, or a mapping whose collections are all empty
+    (``{"results": []}``)."""
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return value.strip() in ("", "[]", "{}", "null", "None")
+    if isinstance(value, list | tuple):
+        return len(value) == 0
+    if isinstance(value, dict):
+        if not value:
+            return True
+        collections = [v for v in value.values() if isinstance(v, list | dict)]
+        return bool(collections) and all(len(v) == 0 for v in collections)
+    return False
+
+
+def result_fingerprint(result: Any, declaration: ToolDeclaration | None) -> str:
+    """``empty``/``rows``, or with a declared result path, ``empty`` or a hash of its value."""
+    path = declaration.result if declaration is not None else None
+    if path and path != ROWS:
+        value = get_path(result, path)
+        if value is MISSING or is_empty(value):
+            return EMPTY
+        return short_hash(canonical_json(value), 12)
+    return EMPTY if is_empty(result) else ROWS

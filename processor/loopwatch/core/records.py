@@ -1,0 +1,64 @@
+"""What the conventions stage makes of a span: a tool call, a turn mark, an LLM mark, or a link."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loopwatch.core.keys import AttemptKey
+
+# Span kinds as counted in loopwatch_spans_total{kind}.
+KIND_TOOL = "tool"
+KIND_TURN = "agent"
+KIND_LLM = "llm"
+KIND_OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    span_id: int
+    parent_id: int | None
+    start_ns: int
+    end_ns: int
+    tool: str
+    key: AttemptKey
+    error_class: str  # "ok" on success
+    result: str  # "empty", "rows", a result hash, or "unknown" when not readable
+    arguments_known: bool
+    tool_version: str
+    agent: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnMark:
+    """An agent or workflow span: a turn when it is outermost and holds tool calls."""
+
+    span_id: int
+    parent_id: int | None
+    start_ns: int
+    end_ns: int
+    agent: str | None
+    model: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LlmMark:
+    span_id: int
+    parent_id: int | None
+    start_ns: int
+    end_ns: int
+    model: str | None
+    # tool name -> short hash of its description, from tool definitions sent to the model
+    tool_versions: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """Any other span: kept only for the parent chain."""
+
+    span_id: int
+    parent_id: int | None
+    start_ns: int
+    end_ns: int
+
+
+Record = ToolCall | TurnMark | LlmMark | Link

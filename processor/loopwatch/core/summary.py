@@ -1,0 +1,149 @@
+"""One finished turn's numbers: attempts per key, no-rows streaks, loops, time past the cap."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from loopwatch.core.config import Config
+from loopwatch.core.keys import AttemptKey
+from loopwatch.core.outcomes import EMPTY, OK
+from loopwatch.core.records import LlmMark, ToolCall, TurnMark
+
+UNKNOWN = "unknown"
+REPEAT = "repeat"
+NO_ROWS = "no_rows"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSummary:
+    tool: str
+    tool_version: str
+    max_attempts: int
+    # None when no call of the tool had a readable result
+    no_rows_streak: int | None
+    calls: tuple[tuple[str, int], ...]  # (error_class, calls)
+    repeats: tuple[tuple[str, int], ...]  # (error_class, calls past the first of their key)
+    loops: tuple[tuple[str, str], ...]  # (error_class, kind)
+    over_cap_seconds: float
+    calls_without_arguments: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSummary:
+    trace_id: int
+    service: str
+    agent: str
+    model: str
+    start_ns: int
+    end_ns: int
+    max_attempts: int  # 0: the turn made no tool call
+    worst_key: AttemptKey | None
+    tools: tuple[ToolSummary, ...]
+
+
+def _streak(calls: list[ToolCall]) -> int | None:
+    if all(c.result == UNKNOWN and c.error_class == OK for c in calls):
+        return None
+    longest = run = 0
+    for c in calls:
+        run = run + 1 if c.result == EMPTY else 0
+        longest = max(longest, run)
+    return longest
+
+
+def _model(worst: list[ToolCall], llms: list[LlmMark], turn: TurnMark | None) -> str:
+    with_model = [m for m in llms if m.model]
+    if worst and with_model:
+        first = worst[0].start_ns
+        before = [m for m in with_model if m.start_ns <= first]
+        if before:
+            return max(before, key=lambda m: (m.start_ns, m.span_id)).model or UNKNOWN
+    if with_model:
+        counts = Counter(m.model for m in sorted(with_model, key=lambda m: m.start_ns))
+        return counts.most_common(1)[0][0] or UNKNOWN
+    if turn is not None and turn.model:
+        return turn.model
+    return UNKNOWN
+
+
+def summarize(
+    trace_id: int,
+    service: str,
+    turn: TurnMark | None,
+    calls: list[ToolCall],
+    llms: list[LlmMark],
+    config: Config,
+    start_ns: int = 0,
+    end_ns: int = 0,
+) -> TurnSummary:
+    """Numbers for one turn from its tool calls and LLM spans (any order)."""
+    calls = sorted(calls, key=lambda c: (c.start_ns, c.span_id))
+    by_key: dict[AttemptKey, list[ToolCall]] = defaultdict(list)
+    by_tool: dict[str, list[ToolCall]] = defaultdict(list)
+    for c in calls:
+        by_key[c.key].append(c)
+        by_tool[c.tool].append(c)
+
+    worst: list[ToolCall] = []
+    for key_calls in by_key.values():
+        if len(key_calls) > len(worst):
+            worst = key_calls
+
+    definition_versions: dict[str, str] = {}
+    for m in sorted(llms, key=lambda m: m.start_ns):
+        definition_versions.update(m.tool_versions)
+
+    tools: list[ToolSummary] = []
+    for tool, tool_calls in by_tool.items():
+        declaration = config.declaration(tool)
+        threshold = config.loop_threshold_for(declaration)
+        max_attempts = 0
+        repeats: Counter[str] = Counter()
+        loops: set[tuple[str, str]] = set()
+        over_cap_ns = 0
+        for key, key_calls in by_key.items():
+            if key.tool != tool:
+                continue
+            n = len(key_calls)
+            max_attempts = max(max_attempts, n)
+            error_class = key_calls[0].error_class
+            if n > 1:
+                repeats[error_class] += n - 1
+            if n >= threshold:
+                loops.add((error_class, REPEAT))
+            # attempts past the loop threshold are what a breaker at cap threshold-1 would stop
+            over_cap_ns += sum(max(0, c.end_ns - c.start_ns) for c in key_calls[threshold:])
+        streak = _streak(tool_calls)
+        if streak is not None and streak >= config.no_rows_threshold_for(declaration):
+            loops.add((OK, NO_ROWS))
+        version = next((c.tool_version for c in tool_calls if c.tool_version), "")
+        tools.append(
+            ToolSummary(
+                tool=tool,
+                tool_version=version or definition_versions.get(tool, ""),
+                max_attempts=max_attempts,
+                no_rows_streak=streak,
+                calls=tuple(sorted(Counter(c.error_class for c in tool_calls).items())),
+                repeats=tuple(sorted(repeats.items())),
+                loops=tuple(sorted(loops)),
+                over_cap_seconds=over_cap_ns / 1e9,
+                calls_without_arguments=sum(1 for c in tool_calls if not c.arguments_known),
+            )
+        )
+
+    agent = (turn.agent if turn else None) or next((c.agent for c in calls if c.agent), None)
+    if calls:
+        start_ns = min(start_ns or calls[0].start_ns, calls[0].start_ns)
+        end_ns = max(end_ns, max(c.end_ns for c in calls))
+    return TurnSummary(
+        trace_id=trace_id,
+        service=service,
+        agent=agent or UNKNOWN,
+        model=_model(worst, llms, turn),
+        start_ns=turn.start_ns if turn else start_ns,
+        end_ns=turn.end_ns if turn else end_ns,
+        max_attempts=len(worst),
+        worst_key=worst[0].key if worst else None,
+        tools=tuple(sorted(tools, key=lambda t: t.tool)),
+    )

@@ -1,0 +1,1 @@
+"""Simulated agents emitting real OpenTelemetry spans: the demo and the tests' known answers."""

@@ -1,0 +1,167 @@
+"""The in-process entry: an OpenTelemetry SDK SpanProcessor.
+
+``on_end`` runs on the agent's thread, so it only appends the span to a bounded queue; a
+daemon worker reads, assembles and exports. Nothing here raises into the host.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import deque
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import StatusCode
+from prometheus_client import CollectorRegistry
+
+from loopwatch.core.assembler import DROP_ERROR, TurnAssembler
+from loopwatch.core.config import Config, load_config
+from loopwatch.core.sink import Sink
+from loopwatch.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
+from loopwatch.metrics import LoopwatchMetrics
+
+log = logging.getLogger("loopwatch")
+
+DROP_QUEUE_FULL = "queue_full"
+_STATUS = {StatusCode.UNSET: STATUS_UNSET, StatusCode.OK: STATUS_OK, StatusCode.ERROR: STATUS_ERROR}
+_POLL_SECONDS = 0.1
+_SWEEP_SECONDS = 1.0
+
+
+def span_view(span: ReadableSpan) -> SpanView:
+    """An SDK span as the core reads it."""
+    ctx = span.context
+    parent = span.parent
+    resource = span.resource
+    service = resource.attributes.get("service.name") if resource is not None else None
+    return SpanView(
+        trace_id=ctx.trace_id if ctx is not None else 0,
+        span_id=ctx.span_id if ctx is not None else 0,
+        parent_id=parent.span_id if parent is not None and not parent.is_remote else None,
+        name=span.name or "",
+        start_ns=span.start_time or 0,
+        end_ns=span.end_time or span.start_time or 0,
+        attributes=span.attributes or {},
+        events=tuple(EventView(e.name, e.attributes or {}) for e in span.events),
+        status_code=_STATUS.get(span.status.status_code, STATUS_UNSET),
+        status_description=span.status.description or "",
+        service=str(service) if service else "unknown",
+    )
+
+
+class LoopwatchSpanProcessor(SpanProcessor):
+    """Rebuilds attempt keys from finished spans and exports loopwatch's metrics.
+
+    ``config`` defaults to :func:`loopwatch.load_config`; metrics go to ``registry`` (default:
+    prometheus_client's global registry) unless ``sink`` is given.
+    """
+
+    def __init__(
+        self,
+        config: Config | None = None,
+        registry: CollectorRegistry | None = None,
+        sink: Sink | None = None,
+    ) -> None:
+        self.config = config if config is not None else load_config()
+        self.sink: Sink = (
+            sink
+            if sink is not None
+            else LoopwatchMetrics(registry, label_limit=self.config.label_limit)
+        )
+        self._assembler = TurnAssembler(self.config, self.sink)
+        self._queue: deque[ReadableSpan] = deque()
+        self._limit = self.config.queue_spans
+        # one entry per span dropped at the queue bound; deque.append is atomic under the GIL
+        self._queue_drops: deque[None] = deque()
+        self._wake = threading.Event()
+        self._idle = threading.Event()
+        self._stopped = False
+        self._lock = threading.Lock()  # held while the worker processes a batch
+        self._worker: threading.Thread | None = None
+        self._start_worker()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._after_fork)
+
+    # -- the agent's thread -------------------------------------------------------------------
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        return None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if len(self._queue) < self._limit:
+            self._queue.append(span)
+        else:
+            self._queue_drops.append(None)
+
+    def shutdown(self) -> None:
+        if self._stopped:
+            return
+        self.force_flush()
+        self._stopped = True
+        self._wake.set()
+        if self._worker is not None:
+            self._worker.join(timeout=5)
+        with self._lock:
+            self._safe(self._assembler.finalize_all)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Wait until every span handed to ``on_end`` so far has been processed."""
+        if self._stopped:
+            return True
+        self._idle.clear()
+        self._wake.set()
+        return self._idle.wait(timeout_millis / 1000)
+
+    # -- the worker -----------------------------------------------------------------------------
+    def _start_worker(self) -> None:
+        self._worker = threading.Thread(target=self._run, name="loopwatch", daemon=True)
+        self._worker.start()
+
+    def _after_fork(self) -> None:
+        self._queue.clear()
+        self._lock = threading.Lock()
+        self._start_worker()
+
+    def _safe(self, fn: Any, *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception:
+            log.debug("loopwatch: internal error", exc_info=True)
+            try:
+                self.sink.dropped(DROP_ERROR)
+            except Exception:
+                pass
+
+    def _run(self) -> None:
+        next_sweep = 0.0
+        clock = self._assembler.clock
+        while not self._stopped:
+            self._wake.wait(_POLL_SECONDS)
+            self._wake.clear()
+            with self._lock:
+                self._drain()
+                if clock() >= next_sweep:
+                    self._safe(self._assembler.sweep)
+                    next_sweep = clock() + _SWEEP_SECONDS
+            if not self._queue:
+                self._idle.set()
+        with self._lock:
+            self._drain()
+        self._idle.set()
+
+    def _drain(self) -> None:
+        queue = self._queue
+        add = self._assembler.add
+        while queue:
+            span = queue.popleft()
+            try:
+                add(span_view(span))
+            except Exception:
+                log.debug("loopwatch: span not read", exc_info=True)
+                self._safe(self.sink.dropped, DROP_ERROR)
+        drops = self._queue_drops
+        while drops:
+            drops.popleft()
+            self._safe(self.sink.dropped, DROP_QUEUE_FULL)

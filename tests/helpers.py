@@ -1,0 +1,100 @@
+"""Shared test helpers: real SDK tracers with explicit timestamps, metric reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Status, StatusCode, Tracer
+from prometheus_client import CollectorRegistry
+
+from loopwatch import LoopwatchSpanProcessor
+from loopwatch.core.config import Config
+
+S = 1_000_000_000  # nanoseconds per second
+
+
+def require_tool(name: str) -> str:
+    """The path of a binary; a missing one skips locally and fails under CI."""
+    path = shutil.which(name)
+    if path:
+        return path
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{name} is not installed (scripts/test installs it)")
+    pytest.skip(f"{name} not installed")
+
+
+class Pipeline:
+    """A real TracerProvider with a LoopwatchSpanProcessor on its own registry."""
+
+    def __init__(self, config: Config | None = None, service: str = "support-agent") -> None:
+        self.registry = CollectorRegistry()
+        self.processor = LoopwatchSpanProcessor(config=config or Config(), registry=self.registry)
+        self.provider = TracerProvider(resource=Resource.create({"service.name": service}))
+        self.provider.add_span_processor(self.processor)
+        self.tracer: Tracer = self.provider.get_tracer("test")
+
+    def flush(self) -> None:
+        assert self.processor.force_flush(10_000)
+
+    def value(self, name: str, **labels: str) -> float:
+        """Sum of a sample over every series matching ``labels`` (0 when absent)."""
+        self.flush()
+        total = 0.0
+        for metric in self.registry.collect():
+            for sample in metric.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    total += sample.value
+        return total
+
+    def observations(self, histogram: str, **labels: str) -> dict[float, float]:
+        """Cumulative bucket counts ``{le: count}`` of a histogram, summed over series."""
+        self.flush()
+        out: dict[float, float] = {}
+        for metric in self.registry.collect():
+            for sample in metric.samples:
+                if sample.name != f"{histogram}_bucket":
+                    continue
+                if not all(sample.labels.get(k) == v for k, v in labels.items()):
+                    continue
+                le = float(sample.labels["le"])
+                out[le] = out.get(le, 0.0) + sample.value
+        return out
+
+    def close(self) -> None:
+        self.provider.shutdown()
+
+
+@contextmanager
+def span(
+    tracer: Tracer,
+    name: str,
+    start: int,
+    end: int,
+    attributes: dict[str, Any] | None = None,
+    error: BaseException | None = None,
+    status: tuple[StatusCode, str] | None = None,
+) -> Iterator[Any]:
+    """A span with explicit start/end (ns), so 30-second timeouts cost no real time."""
+    s = tracer.start_span(name, start_time=start, attributes=attributes or {})
+    from opentelemetry import trace as api
+
+    with api.use_span(s, end_on_exit=False):
+        yield s
+    if error is not None:
+        s.record_exception(error)
+        s.set_status(Status(StatusCode.ERROR, str(error)))
+    elif status is not None:
+        s.set_status(Status(*status))
+    s.end(end_time=end)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value)

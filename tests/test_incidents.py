@@ -1,0 +1,127 @@
+"""The two incidents of design.md through the real SDK and processor: exact numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from loopwatch.core.config import Config
+from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.demo.emit import CONVENTIONS, GENAI, emit_turn
+from loopwatch.demo.scenarios import Call, Turn, eleven_empty_searches, fourteen_tickets
+from tests.helpers import S, Pipeline
+
+DECLARED = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})
+
+
+@pytest.fixture
+def declared() -> Pipeline:
+    p = Pipeline(DECLARED)
+    yield p
+    p.close()
+
+
+def test_fourteen_tickets_are_one_key_with_fourteen_attempts(declared: Pipeline) -> None:
+    emit_turn(declared.tracer, fourteen_tickets(), 1000 * S)
+    p = declared
+    assert p.value("loopwatch_turns_total") == 1
+    assert p.observations("loopwatch_turn_max_attempts") == {
+        **{le: 0.0 for le in (1, 2, 3, 4, 5, 6, 8, 10, 12)},
+        16.0: 1.0, 24.0: 1.0, 32.0: 1.0, 64.0: 1.0, float("inf"): 1.0,
+    }
+    assert p.value("loopwatch_turn_max_attempts_sum") == 14
+    assert p.value("loopwatch_tool_calls_total", tool="create_ticket", error_class="timeout") == 14
+    assert p.value("loopwatch_repeat_calls_total", error_class="timeout") == 13
+    assert p.value("loopwatch_over_cap_seconds_total", tool="create_ticket") == pytest.approx(
+        sum(30.0 + i / 1000 for i in range(3, 14))
+    )
+    assert round(p.value("loopwatch_over_cap_seconds_total")) == 330
+    assert p.value("loopwatch_loops_total", error_class="timeout", kind="repeat") == 1
+    assert p.value("loopwatch_loops_total") == 1
+    assert p.value("loopwatch_turn_max_attempts_count", model="gpt-4.1", agent="support") == 1
+
+
+def test_without_declaration_the_rewordings_look_distinct() -> None:
+    p = Pipeline(Config())
+    emit_turn(p.tracer, fourteen_tickets(), 1000 * S)
+    assert p.value("loopwatch_turn_max_attempts_sum") == 1
+    assert p.value("loopwatch_repeat_calls_total") == 0
+    assert p.value("loopwatch_loops_total") == 0
+    assert p.value("loopwatch_tool_calls_total", error_class="timeout") == 14
+
+
+def test_invalid_arguments_then_timeout_on_same_identity_are_two_keys(declared: Pipeline) -> None:
+    args = {"customer_id": "c_1", "order_id": "1"}
+    turn = Turn(
+        "support",
+        "gpt-4.1",
+        (
+            Call("create_ticket", {**args, "summary": "a"}, 20, error=ValueError("invalid priority")),
+            Call("create_ticket", {**args, "summary": "b"}, 30_000, error=TimeoutError("slow")),
+        ),
+    )
+    emit_turn(declared.tracer, turn, 1000 * S)
+    assert declared.value("loopwatch_turn_max_attempts_sum") == 1
+    assert declared.value("loopwatch_tool_calls_total", error_class="invalid_arguments") == 1
+    assert declared.value("loopwatch_tool_calls_total", error_class="timeout") == 1
+
+
+def test_eleven_empty_searches_are_a_no_rows_streak(declared: Pipeline) -> None:
+    emit_turn(declared.tracer, eleven_empty_searches(), 1000 * S)
+    p = declared
+    assert p.value("loopwatch_no_rows_streak_sum", tool="search_orders") == 11
+    assert p.value("loopwatch_no_rows_streak_count", tool="search_orders") == 1
+    assert p.value("loopwatch_loops_total", tool="search_orders", kind="no_rows") == 1
+    assert p.value("loopwatch_loops_total", kind="repeat") == 0
+    assert p.value("loopwatch_turn_max_attempts_sum") == 1
+
+
+def test_rows_on_the_fifth_search_reset_the_streak(declared: Pipeline) -> None:
+    turn = eleven_empty_searches()
+    calls = list(turn.calls)
+    calls[4] = Call(calls[4].tool, calls[4].arguments, 100, result=[{"order_id": "88214"}])
+    emit_turn(declared.tracer, Turn(turn.agent, turn.model, tuple(calls)), 1000 * S)
+    # 4 empty, rows, then 6 empty
+    assert declared.value("loopwatch_no_rows_streak_sum", tool="search_orders") == 6
+    assert declared.value("loopwatch_loops_total", kind="no_rows") == 1
+
+
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_same_numbers_whichever_convention_emitted_the_trace(convention: str) -> None:
+    p = Pipeline(DECLARED)
+    t = emit_turn(p.tracer, fourteen_tickets(model="m1"), 1000 * S, convention)
+    emit_turn(p.tracer, eleven_empty_searches(model="m1"), t, convention)
+    got = {
+        "turns": p.value("loopwatch_turns_total", model="m1", agent="support"),
+        "max_attempts": p.value("loopwatch_turn_max_attempts_sum", model="m1"),
+        "repeats": p.value("loopwatch_repeat_calls_total", error_class="timeout"),
+        "over_cap": round(p.value("loopwatch_over_cap_seconds_total"), 3),
+        "loops": p.value("loopwatch_loops_total", error_class="timeout", kind="repeat"),
+        "no_rows": p.value("loopwatch_loops_total", kind="no_rows"),
+        "streak": p.value("loopwatch_no_rows_streak_sum", tool="search_orders"),
+        "calls": p.value("loopwatch_tool_calls_total"),
+    }
+    assert got == {
+        "turns": 2,
+        "max_attempts": 15,
+        "repeats": 13,
+        "over_cap": 330.088,
+        "loops": 1,
+        "no_rows": 1,
+        "streak": 11,
+        "calls": 25,
+    }
+    p.close()
+
+
+def test_exemplar_carries_the_trace_id(declared: Pipeline) -> None:
+    emit_turn(declared.tracer, fourteen_tickets(), 1000 * S, GENAI)
+    declared.flush()
+    exemplars = [
+        s.exemplar
+        for m in declared.registry.collect()
+        for s in m.samples
+        if s.name == "loopwatch_turn_max_attempts_bucket" and s.exemplar is not None
+    ]
+    assert len(exemplars) == 1
+    assert exemplars[0].value == 14
+    assert len(exemplars[0].labels["trace_id"]) == 32
