@@ -10,13 +10,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from loopwatch import LoopwatchSpanProcessor
+from loopwatch.core.config import Config
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode, Tracer
 from prometheus_client import CollectorRegistry
-
-from loopwatch import LoopwatchSpanProcessor
-from loopwatch.core.config import Config
 
 S = 1_000_000_000  # nanoseconds per second
 
@@ -50,7 +49,9 @@ class Pipeline:
         total = 0.0
         for metric in self.registry.collect():
             for sample in metric.samples:
-                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                if sample.name == name and all(
+                    sample.labels.get(k) == v for k, v in labels.items()
+                ):
                     total += sample.value
         return total
 

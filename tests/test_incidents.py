@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, GENAI, emit_turn
 from loopwatch.demo.scenarios import Call, Turn, eleven_empty_searches, fourteen_tickets
-from tests.helpers import S, Pipeline
+
+from tests.helpers import Pipeline, S
 
 DECLARED = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})
 
@@ -26,7 +26,11 @@ def test_fourteen_tickets_are_one_key_with_fourteen_attempts(declared: Pipeline)
     assert p.value("loopwatch_turns_total") == 1
     assert p.observations("loopwatch_turn_max_attempts") == {
         **{le: 0.0 for le in (1, 2, 3, 4, 5, 6, 8, 10, 12)},
-        16.0: 1.0, 24.0: 1.0, 32.0: 1.0, 64.0: 1.0, float("inf"): 1.0,
+        16.0: 1.0,
+        24.0: 1.0,
+        32.0: 1.0,
+        64.0: 1.0,
+        float("inf"): 1.0,
     }
     assert p.value("loopwatch_turn_max_attempts_sum") == 14
     assert p.value("loopwatch_tool_calls_total", tool="create_ticket", error_class="timeout") == 14
@@ -55,7 +59,9 @@ def test_invalid_arguments_then_timeout_on_same_identity_are_two_keys(declared: 
         "support",
         "gpt-4.1",
         (
-            Call("create_ticket", {**args, "summary": "a"}, 20, error=ValueError("invalid priority")),
+            Call(
+                "create_ticket", {**args, "summary": "a"}, 20, error=ValueError("invalid priority")
+            ),
             Call("create_ticket", {**args, "summary": "b"}, 30_000, error=TimeoutError("slow")),
         ),
     )

@@ -91,6 +91,12 @@ class LoopwatchMetrics:
             [*turn, "tool"],
             registry=r,
         )
+        self.guard_decisions = Counter(
+            "loopwatch_guard_decisions",
+            "Tool calls a loopwatch guard answered without executing, by decision.",
+            ["service", "agent", "tool", "decision"],
+            registry=r,
+        )
         self.model_first_seen = Gauge(
             "loopwatch_model_first_seen_timestamp_seconds",
             "When this process first saw a turn of this model.",
@@ -104,7 +110,10 @@ class LoopwatchMetrics:
             registry=r,
         )
         self.spans = Counter(
-            "loopwatch_spans", "Spans read, by kind (tool, agent, llm, other).", ["kind"], registry=r
+            "loopwatch_spans",
+            "Spans read, by kind (tool, agent, llm, other).",
+            ["kind"],
+            registry=r,
         )
         self.spans_dropped = Counter(
             "loopwatch_spans_dropped", "Spans not used, by reason.", ["reason"], registry=r
@@ -164,6 +173,10 @@ class LoopwatchMetrics:
             version = b("tool_version", t.tool_version)
             if self._first(("tool", service, tool, version)):
                 self.tool_version_first_seen.labels(service, tool, version).set(now)
+            for decision, n in t.guard_decisions:
+                self.guard_decisions.labels(service, agent, tool, decision).inc(n)
+            if not t.max_attempts:
+                continue  # every call of this tool was answered by a guard
             self.tool_max_attempts.labels(*turn, tool, version).observe(t.max_attempts, exemplar)
             if t.no_rows_streak is not None:
                 self.no_rows_streak.labels(*turn, tool).observe(t.no_rows_streak, exemplar)

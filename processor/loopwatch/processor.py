@@ -6,6 +6,7 @@ daemon worker reads, assembles and exports. Nothing here raises into the host.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -129,10 +130,8 @@ class LoopwatchSpanProcessor(SpanProcessor):
             fn(*args)
         except Exception:
             log.debug("loopwatch: internal error", exc_info=True)
-            try:
+            with contextlib.suppress(Exception):
                 self.sink.dropped(DROP_ERROR)
-            except Exception:
-                pass
 
     def _run(self) -> None:
         next_sweep = 0.0

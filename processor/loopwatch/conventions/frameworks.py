@@ -36,7 +36,9 @@ def strands_payloads(span: SpanView) -> tuple[Any, Any]:
             result = a.get("message")
         elif event.name == "gen_ai.client.inference.operation.details":
             arguments = _message_part(a.get("gen_ai.input.messages"), "tool_call", "arguments")
-            result = _message_part(a.get("gen_ai.output.messages"), "tool_call_response", "response")
+            result = _message_part(
+                a.get("gen_ai.output.messages"), "tool_call_response", "response"
+            )
     return arguments, result
 
 

@@ -16,7 +16,16 @@ from loopwatch.core.config import Config
 from loopwatch.core.identity import short_hash
 from loopwatch.core.keys import attempt_key
 from loopwatch.core.outcomes import OK, classify_error, error_text_in_result, result_fingerprint
-from loopwatch.core.records import Link, LlmMark, Record, ToolCall, TurnMark
+from loopwatch.core.records import (
+    GUARD_ATTRIBUTE,
+    GUARD_DECISIONS,
+    GUARD_EVENT,
+    Link,
+    LlmMark,
+    Record,
+    ToolCall,
+    TurnMark,
+)
 from loopwatch.core.spans import STATUS_ERROR, SpanView
 
 FAMILIES = (GENAI, OPENINFERENCE, OPENLLMETRY)
@@ -227,7 +236,18 @@ def _tool_call(span: SpanView, config: Config) -> ToolCall:
         arguments_known=known,
         tool_version=short_hash(description, 8) if description else "",
         agent=_text(_first(attrs, _TOOL_AGENT)),
+        guard=_guard_decision(span),
     )
+
+
+def _guard_decision(span: SpanView) -> str | None:
+    decision = span.attributes.get(GUARD_ATTRIBUTE)
+    for event in span.events:
+        if event.name == GUARD_EVENT:
+            decision = event.attributes.get("decision", decision)
+    if decision is None:
+        return None
+    return decision if decision in GUARD_DECISIONS else "other"
 
 
 def _tool_versions(attrs: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -251,7 +271,8 @@ def _tool_versions(attrs: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     for d in definitions:
         if not isinstance(d, dict):
             continue
-        fn = d.get("function") if isinstance(d.get("function"), dict) else d
+        inner = d.get("function")
+        fn: dict[str, Any] = inner if isinstance(inner, dict) else d
         name, description = fn.get("name"), fn.get("description")
         if isinstance(name, str) and isinstance(description, str) and description:
             found[name] = short_hash(description, 8)

@@ -157,9 +157,7 @@ def config_from_mapping(data: Mapping[str, Any], source: str = "loopwatch.toml")
             spec = _SETTINGS.get((table, key))
             if spec is None:
                 known = sorted(k for t, k in _SETTINGS if t == table)
-                raise ConfigError(
-                    f"{source}: unknown key {table}.{key}; known: {', '.join(known)}"
-                )
+                raise ConfigError(f"{source}: unknown key {table}.{key}; known: {', '.join(known)}")
             name, _, kind = spec
             where = f"{source}: {table}.{key}"
             values[name] = _coerce(where, value, kind)
@@ -194,7 +192,9 @@ def load_config(
     explicit = path if path is not None else env.get("LOOPWATCH_CONFIG") or None
     file = Path(explicit) if explicit is not None else Path("loopwatch.toml")
     if explicit is not None and not file.is_file():
-        raise ConfigError(f"{file}: no such file (from {'argument' if path else 'LOOPWATCH_CONFIG'})")
+        raise ConfigError(
+            f"{file}: no such file (from {'argument' if path else 'LOOPWATCH_CONFIG'})"
+        )
     config = Config()
     if file.is_file():
         try:

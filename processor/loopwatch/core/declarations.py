@@ -52,7 +52,7 @@ def _str_tuple(tool: str, name: str, value: Any) -> tuple[str, ...]:
         return (WHOLE_ARGUMENTS,)
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v for v in value):
         raise DeclarationError(
-            f"tool {tool!r}: {name} must be a list of parameter names (or \"*\"), got {value!r}"
+            f'tool {tool!r}: {name} must be a list of parameter names (or "*"), got {value!r}'
         )
     return tuple(value)
 
@@ -73,11 +73,12 @@ def declaration_from_mapping(tool: str, raw: Mapping[str, Any]) -> ToolDeclarati
     unknown = sorted(set(raw) - _KNOWN)
     if unknown:
         raise DeclarationError(
-            f"tool {tool!r}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_KNOWN))}"
+            f"tool {tool!r}: unknown key(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(_KNOWN))}"
         )
     result = raw.get("result")
     if result is not None and (not isinstance(result, str) or not result):
-        raise DeclarationError(f"tool {tool!r}: result must be \"rows\" or a dotted path")
+        raise DeclarationError(f'tool {tool!r}: result must be "rows" or a dotted path')
     return ToolDeclaration(
         identity=_str_tuple(tool, "identity", raw["identity"]) if "identity" in raw else None,
         reviewed_parameters=(
@@ -108,7 +109,8 @@ def declarations_from_tool_definitions(
     for d in definitions:
         if not isinstance(d, Mapping):
             continue
-        fn = d.get("function") if isinstance(d.get("function"), Mapping) else d
+        inner = d.get("function")
+        fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else d
         name = fn.get("name")
         schema = fn.get("parameters") or fn.get("inputSchema") or {}
         ext = None

@@ -12,6 +12,15 @@ KIND_TURN = "agent"
 KIND_LLM = "llm"
 KIND_OTHER = "other"
 
+# What a guard did with a call, recorded on its span as ``loopwatch.guard.decision`` (or an
+# event ``loopwatch.guard`` with attribute ``decision``). A guarded call did not execute, so it
+# counts here and not as an attempt.
+GUARD_ATTRIBUTE = "loopwatch.guard.decision"
+GUARD_EVENT = "loopwatch.guard"
+GUARD_DECISIONS = frozenset(
+    {"stopped", "no_rows_stopped", "budget_exhausted", "suppressed", "circuit_open"}
+)
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
@@ -26,6 +35,7 @@ class ToolCall:
     arguments_known: bool
     tool_version: str
     agent: str | None
+    guard: str | None = None  # a guard decision: the call was answered without executing
 
 
 @dataclass(frozen=True, slots=True)

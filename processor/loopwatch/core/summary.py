@@ -27,6 +27,7 @@ class ToolSummary:
     loops: tuple[tuple[str, str], ...]  # (error_class, kind)
     over_cap_seconds: float
     calls_without_arguments: int
+    guard_decisions: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +79,11 @@ def summarize(
     end_ns: int = 0,
 ) -> TurnSummary:
     """Numbers for one turn from its tool calls and LLM spans (any order)."""
-    calls = sorted(calls, key=lambda c: (c.start_ns, c.span_id))
+    guarded: dict[str, Counter[str]] = defaultdict(Counter)
+    for c in calls:
+        if c.guard is not None:
+            guarded[c.tool][c.guard] += 1
+    calls = sorted((c for c in calls if c.guard is None), key=lambda c: (c.start_ns, c.span_id))
     by_key: dict[AttemptKey, list[ToolCall]] = defaultdict(list)
     by_tool: dict[str, list[ToolCall]] = defaultdict(list)
     for c in calls:
@@ -129,7 +134,12 @@ def summarize(
                 loops=tuple(sorted(loops)),
                 over_cap_seconds=over_cap_ns / 1e9,
                 calls_without_arguments=sum(1 for c in tool_calls if not c.arguments_known),
+                guard_decisions=tuple(sorted(guarded.pop(tool, Counter()).items())),
             )
+        )
+    for tool, decisions in guarded.items():  # tools whose every call was stopped by a guard
+        tools.append(
+            ToolSummary(tool, "", 0, None, (), (), (), 0.0, 0, tuple(sorted(decisions.items())))
         )
 
     agent = (turn.agent if turn else None) or next((c.agent for c in calls if c.agent), None)

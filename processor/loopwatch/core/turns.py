@@ -78,7 +78,7 @@ def split_turns(records: Mapping[int, Record]) -> list[TurnGroup]:
             if group is not None:
                 group.llms.append(rec)
     for group in groups.values():
-        anchor = records.get(group.anchor)
-        if anchor is not None:
-            group.start_ns, group.end_ns = anchor.start_ns, anchor.end_ns
+        anchor_record = records.get(group.anchor)
+        if anchor_record is not None:
+            group.start_ns, group.end_ns = anchor_record.start_ns, anchor_record.end_ns
     return list(groups.values())

@@ -85,7 +85,9 @@ def emit_turn(tracer: Tracer, turn: Turn, start_ns: int, convention: str = GENAI
             llm.end(end_time=t)
             tool_name, tool_attrs = _tool_attributes(convention, call, i)
             if call.tool in turn.description:
-                key = "tool.description" if convention == OPENINFERENCE else "gen_ai.tool.description"
+                key = (
+                    "tool.description" if convention == OPENINFERENCE else "gen_ai.tool.description"
+                )
                 tool_attrs[key] = turn.description[call.tool]
             span = tracer.start_span(tool_name, start_time=t, attributes=tool_attrs)
             t += call.elapsed_ms * _MS

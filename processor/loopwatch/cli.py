@@ -1,0 +1,49 @@
+"""``loopwatch`` command line: demo, serve, check-tools."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# subcommand -> (module with add_arguments(parser) and run(args) -> int, help)
+COMMANDS = {
+    "demo": (
+        "loopwatch.demo.run",
+        "simulated agents (the two incidents included) through the real processor",
+    ),
+    "serve": ("loopwatch.service.run", "receive OTLP traces and serve /metrics"),
+    "check-tools": (
+        "loopwatch.guards.check_tools",
+        "fail when a tool's identity declaration is missing or has drifted (for CI)",
+    ),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in COMMANDS:
+        parser = argparse.ArgumentParser(
+            prog="loopwatch",
+            description="Catch LLM-agent tool-call loops from OpenTelemetry spans.",
+        )
+        sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+        for name, (_, help_text) in COMMANDS.items():
+            sub.add_parser(name, help=help_text, add_help=False)
+        parser.parse_args(args)  # prints usage or help and exits
+        return 2
+    name = args[0]
+    module_name, help_text = COMMANDS[name]
+    # import only the chosen command: `serve` needs grpc, `demo` does not
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"loopwatch {name}", description=help_text)
+    module.add_arguments(parser)
+    try:
+        return int(module.run(parser.parse_args(args[1:])))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
