@@ -1,0 +1,183 @@
+"""``loopwatch demo``: simulated agents through the real processor, the incidents included."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from dataclasses import replace
+from typing import TextIO
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from loopwatch.core.config import ConfigError, load_config
+from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.core.spans import trace_hex
+from loopwatch.demo.emit import emit_turn
+from loopwatch.demo.scenarios import Turn, eleven_empty_searches, flaky, fourteen_tickets, healthy
+from loopwatch.demo.tally import Tally
+from loopwatch.instrument import serve_metrics
+from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.processor import LoopwatchSpanProcessor
+
+DEMO_TOOLS = {
+    "create_ticket": ToolDeclaration(
+        identity=("customer_id", "order_id"),
+        reviewed_parameters=("customer_id", "order_id", "summary"),
+    ),
+    "search_orders": ToolDeclaration(result="rows"),
+}
+MODELS = ("gpt-4.1", "gpt-5-mini")  # the second one loops more often: the model switch
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="loopwatch.toml (default: $LOOPWATCH_CONFIG or ./)")
+    parser.add_argument("--turns", type=int, default=200, help="turns per model (default 200)")
+    parser.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
+    parser.add_argument(
+        "--metrics-address",
+        metavar="HOST:PORT",
+        help="serve /metrics here (default from config: 127.0.0.1:9464)",
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--exit", action="store_true", help="exit after the summary (no prompt)")
+    mode.add_argument(
+        "--forever", action="store_true", help="keep emitting turns in real time until stopped"
+    )
+    parser.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="send the spans over OTLP/gRPC (e.g. to a Collector or `loopwatch serve`) "
+        "instead of the in-process processor",
+    )
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"--metrics-address: expected HOST:PORT, got {text!r}")
+    return host, int(port)
+
+
+def script(rng: random.Random, turns: int, model: str, phase: int) -> list[Turn]:
+    """Healthy traffic with a few retries; the second model loops more; the incidents in phase 1."""
+    loop_share = 0.02 if phase == 0 else 0.12
+    out: list[Turn] = []
+    for _ in range(turns):
+        r = rng.random()
+        if r < loop_share:
+            out.append(flaky(rng, model, attempts=rng.choice((3, 4, 6))))
+        elif r < loop_share + 0.05:
+            out.append(flaky(rng, model, attempts=2))
+        else:
+            out.append(healthy(rng, model))
+    if phase == 0:
+        out.insert(turns // 2, fourteen_tickets(model))
+        out.insert(turns // 3, eleven_empty_searches(model))
+    return out
+
+
+class _Progress:
+    def __init__(self, out: TextIO, total: int) -> None:
+        self.out, self.total, self.done, self.next = out, total, 0, 0
+        self.tty = out.isatty()
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        pct = 100 * self.done // self.total
+        if pct >= self.next or self.done == self.total:
+            end = "\r" if self.tty and self.done < self.total else "\n"
+            self.out.write(f"  {label}: {self.done}/{self.total} turns ({pct}%){end}")
+            self.out.flush()
+            self.next = pct + 10
+
+
+def _summary(tally: Tally, out: TextIO) -> None:
+    out.write("\nSummary\n")
+    out.write(f"  turns finished        {tally.turns}\n")
+    out.write(f"  tool calls            {tally.tool_calls}\n")
+    out.write(f"  duplicate calls       {tally.repeat_calls} (calls past the first of their key)\n")
+    out.write(f"  time past the cap     {tally.over_cap_seconds:.0f} s (what a breaker saves)\n")
+    dist = ", ".join(f"{n}:{c}" for n, c in sorted(tally.max_attempts.items()))
+    out.write(f"  max attempts per turn {dist}  (attempts:turns)\n")
+    out.write("  worst turns (key = tool/identity-hash/outcome; values are never shown)\n")
+    for s in tally.worst:
+        key = s.worst_key.short() if s.worst_key else "-"
+        out.write(f"    {s.max_attempts:>3} attempts  {key:<36} model={s.model} ")
+        out.write(f"trace={trace_hex(s.trace_id)}\n")
+    out.write("  loops found (tool, error class, kind: turns)\n")
+    for (tool, error_class, kind), n in sorted(tally.loops.items()):
+        out.write(f"    {tool:<16} {error_class:<18} {kind:<8} {n}\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    try:
+        config = load_config(args.config)
+        if args.metrics_address:
+            host, port = _address(args.metrics_address)
+            config = replace(config, metrics_host=host, metrics_port=port)
+    except ConfigError as e:
+        print(f"loopwatch demo: {e}", file=sys.stderr)
+        return 2
+    if args.turns < 1:
+        print("loopwatch demo: --turns must be at least 1", file=sys.stderr)
+        return 2
+    config = replace(config, tools={**DEMO_TOOLS, **config.tools})
+    provider = TracerProvider(resource=Resource.create({"service.name": "loopwatch-demo"}))
+    tally: Tally | None = None
+    if args.otlp_endpoint:
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=args.otlp_endpoint, insecure=True))
+        )
+        out.write(f"loopwatch demo: sending spans over OTLP to {args.otlp_endpoint}\n")
+    else:
+        tally = Tally(LoopwatchMetrics(label_limit=config.label_limit))
+        processor = LoopwatchSpanProcessor(config=config, sink=tally)
+        provider.add_span_processor(processor)
+        try:
+            serve_metrics(config.metrics_host, config.metrics_port)
+        except OSError as e:
+            print(
+                f"loopwatch demo: cannot serve metrics on "
+                f"{config.metrics_host}:{config.metrics_port}: {e}",
+                file=sys.stderr,
+            )
+            return 1
+        out.write(
+            f"loopwatch demo: metrics on http://{config.metrics_host}:{config.metrics_port}/metrics\n"
+        )
+    tracer = provider.get_tracer("loopwatch.demo")
+    rng = random.Random(args.seed)
+    clock = time.time_ns() - 3600 * 10**9  # simulated time: the turns happened in the last hour
+    try:
+        while True:
+            for phase, model in enumerate(MODELS):
+                turns = script(rng, args.turns, model, phase)
+                progress = _Progress(out, len(turns))
+                for turn in turns:
+                    clock = emit_turn(tracer, turn, clock)
+                    progress.step(f"model {model}")
+                    if args.forever:
+                        time.sleep(0.05)
+            provider.force_flush()
+            if tally is not None:
+                _summary(tally, out)
+            if args.forever:
+                clock = max(clock, time.time_ns() - 600 * 10**9)
+                continue
+            break
+        if not args.exit and tally is not None:
+            out.write("\nServing /metrics; press Ctrl-C to stop.\n")
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        provider.shutdown()
+    return 0
