@@ -1,0 +1,106 @@
+"""Memory stays bounded: a million short turns and ten thousand that never end."""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import psutil
+
+from loopwatch.core.assembler import TurnAssembler
+from loopwatch.core.config import Config
+from loopwatch.core.spans import SpanView
+from loopwatch.core.summary import TurnSummary
+
+MB = 1024 * 1024
+
+
+class CountingSink:
+    def __init__(self) -> None:
+        self.turns = 0
+        self.evictions: dict[str, int] = {}
+        self.late_spans = 0
+
+    def turn(self, summary: TurnSummary) -> None:
+        self.turns += 1
+
+    def span(self, kind: str) -> None:
+        pass
+
+    def dropped(self, reason: str) -> None:
+        pass
+
+    def evicted(self, reason: str) -> None:
+        self.evictions[reason] = self.evictions.get(reason, 0) + 1
+
+    def late(self) -> None:
+        self.late_spans += 1
+
+    def open_turns(self, count: int) -> None:
+        pass
+
+
+def test_million_short_turns_and_ten_thousand_never_ending() -> None:
+    config = Config(max_open_turns=1000, idle_timeout_seconds=60.0)
+    now = [0.0]
+    sink = CountingSink()
+    assembler = TurnAssembler(config, sink, clock=lambda: now[0])
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}
+    tool = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "search_orders",
+        "gen_ai.tool.call.arguments": '{"query": "boots"}',
+        "gen_ai.tool.call.result": "[]",
+    }
+    process = psutil.Process(os.getpid())
+    gc.collect()
+    rss_start = process.memory_info().rss
+    peak_open = 0
+    rss_samples = []
+    for i in range(1_000_000):
+        now[0] = i * 0.001  # a thousand turns a second
+        assembler.add(SpanView(i + 1, 1, None, "invoke_agent a", i, i + 1, agent, service="s"))
+        if i % 100 == 0:  # a tool call whose turn never ends: 10,000 of them
+            trace = 10**9 + i
+            assembler.add(SpanView(trace, 2, 1, "execute_tool x", i, i + 1, tool, service="s"))
+        if i % 1000 == 0:
+            assembler.sweep()
+            peak_open = max(peak_open, assembler.open_turns)
+        if i % 100_000 == 0:
+            rss_samples.append(process.memory_info().rss)
+    gc.collect()
+    rss_growth = process.memory_info().rss - rss_start
+
+    assert peak_open <= config.max_open_turns
+    assert sink.turns == 1_000_000 + sum(sink.evictions.values())
+    # the never-ending turns were all finalized by the idle timeout (60 s of simulated time)
+    # except the ones inside the last minute (600), plus one sweep interval (1 s: 10 more)
+    assert sum(sink.evictions.values()) + assembler.open_turns == 10_000
+    assert assembler.open_turns <= 610
+    assert set(sink.evictions) == {"idle"}
+    # finished-trace memory is bounded too (4 x max_open_turns ids), so RSS stays flat
+    assert rss_growth < 40 * MB, [s // MB for s in rss_samples]
+    assert max(rss_samples) - rss_samples[1] < 20 * MB, [s // MB for s in rss_samples]
+
+
+def test_capacity_evicts_the_oldest_and_late_spans_are_counted() -> None:
+    sink = CountingSink()
+    assembler = TurnAssembler(Config(max_open_turns=3), sink, clock=lambda: 0.0)
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}
+    for trace in range(1, 6):
+        assembler.add(SpanView(trace, 2, 1, "execute_tool t", 0, 1, tool))
+    assert assembler.open_turns == 3
+    assert sink.evictions == {"capacity": 2}
+    assert sink.turns == 2  # evicted turns are still summarized
+    assembler.add(SpanView(1, 1, None, "root", 0, 2, {}))  # trace 1 was already evicted
+    assert sink.late_spans == 1
+
+
+def test_spans_per_turn_are_bounded() -> None:
+    sink = CountingSink()
+    dropped: list[str] = []
+    sink.dropped = dropped.append  # type: ignore[method-assign]
+    assembler = TurnAssembler(Config(max_spans_per_turn=5), sink)
+    for span_id in range(2, 10):
+        assembler.add(SpanView(7, span_id, 1, "child", 0, 1, {}))
+    assert dropped == ["turn_full"] * 3
