@@ -1,0 +1,112 @@
+"""Which spans form which turn (design.md "turn"), on hand-built traces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopwatch.conventions import read_span
+from loopwatch.core.config import Config
+from loopwatch.core.records import Record
+from loopwatch.core.spans import SpanView
+from loopwatch.core.summary import summarize
+from loopwatch.core.turns import split_turns
+
+AGENT = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}
+OI_AGENT = {"openinference.span.kind": "AGENT"}
+CHAIN = {"openinference.span.kind": "CHAIN"}
+
+
+def tool(name: str = "search", query: str = "q") -> dict[str, Any]:
+    return {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "gen_ai.tool.call.arguments": f'{{"query": "{query}"}}',
+        "gen_ai.tool.call.result": "[]",
+    }
+
+
+def llm(model: str) -> dict[str, Any]:
+    return {"gen_ai.operation.name": "chat", "gen_ai.request.model": model}
+
+
+def records(*spans: tuple[int, int | None, dict[str, Any], int]) -> dict[int, Record]:
+    """(span id, parent id, attributes, start) -> records, as read by the conventions."""
+    config = Config()
+    out = {}
+    for span_id, parent, attrs, start in spans:
+        view = SpanView(1, span_id, parent, "span", start, start + 1, attrs)
+        out[span_id] = read_span(view, config)
+    return out
+
+
+def test_http_request_running_two_agents_is_two_turns() -> None:
+    groups = split_turns(
+        records(
+            (1, None, {}, 0),
+            (2, 1, AGENT, 1),
+            (3, 2, tool(), 2),
+            (4, 1, AGENT, 10),
+            (5, 4, tool(), 11),
+            (6, 4, tool(query="other"), 12),
+        )
+    )
+    assert sorted((g.anchor, len(g.calls)) for g in groups) == [(2, 1), (4, 2)]
+
+
+def test_nested_agent_belongs_to_the_outermost_turn() -> None:
+    groups = split_turns(
+        records((1, None, AGENT, 0), (2, 1, tool(), 1), (3, 2, AGENT, 2), (4, 3, tool(), 3))
+    )
+    assert [(g.anchor, len(g.calls)) for g in groups] == [(1, 2)]
+
+
+def test_langgraph_agent_nodes_without_tools_leave_one_turn_at_the_root() -> None:
+    # LangGraph under OpenInference: every "agent" step is AGENT, the tools hang under the root.
+    groups = split_turns(
+        records(
+            (1, None, CHAIN, 0),
+            (2, 1, OI_AGENT, 1),
+            (3, 2, llm("m1"), 2),
+            (4, 1, CHAIN, 3),
+            (5, 4, tool(), 4),
+            (6, 1, OI_AGENT, 5),
+            (7, 6, llm("m1"), 6),
+            (8, 1, CHAIN, 7),
+            (9, 8, tool(query="again"), 8),
+        )
+    )
+    assert len(groups) == 1
+    assert groups[0].anchor == 1 and groups[0].turn is None
+    assert len(groups[0].calls) == 2 and len(groups[0].llms) == 2
+
+
+def test_agent_without_tool_calls_is_one_turn_and_plain_traces_are_none() -> None:
+    groups = split_turns(records((1, None, AGENT, 0), (2, 1, llm("m"), 1)))
+    assert len(groups) == 1 and groups[0].calls == [] and groups[0].turn is not None
+    assert split_turns(records((1, None, {"http.method": "GET"}, 0), (2, 1, {}, 1))) == []
+
+
+def test_parent_cycles_terminate() -> None:
+    groups = split_turns(records((1, 2, AGENT, 0), (2, 1, tool(), 1), (3, 3, tool(), 2)))
+    assert sum(len(g.calls) for g in groups) == 2
+
+
+def test_model_is_the_llm_span_before_the_worst_key() -> None:
+    config = Config()
+    recs = records(
+        (1, None, AGENT, 0),
+        (2, 1, llm("small"), 1),
+        (3, 1, tool(query="a"), 2),
+        (4, 1, llm("large"), 3),
+        (5, 1, tool(query="b"), 4),
+        (6, 1, llm("large"), 5),
+        (7, 1, tool(query="b"), 6),
+    )
+    (group,) = split_turns(recs)
+    summary = summarize(1, "svc", group.turn, group.calls, group.llms, config)
+    assert summary.max_attempts == 2
+    assert summary.model == "large"
+    assert summary.agent == "support"
+    (search,) = summary.tools
+    assert search.no_rows_streak == 3
+    assert search.loops == (("ok", "no_rows"),)
