@@ -1,8 +1,10 @@
 """What frameworks emit outside the three families: Google ADK's own attributes, Logfire's
-OpenAI Agents bridge, Strands' span events."""
+OpenAI Agents bridge, Strands' span events, the OpenAI Agents SDK's error texts, LangGraph's
+graph span."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from loopwatch.conventions.family import Family
@@ -23,6 +25,57 @@ LOGFIRE_ERROR_LEVEL = 17  # logfire.level_num at "error"
 def adk_content_disabled(attrs: Any) -> bool:
     """ADK writes '{}' for arguments when content capture is off: unknown, not empty."""
     return attrs.get("gcp.vertex.agent.tool_call_args") == "{}" and "input.value" not in attrs
+
+
+# The OpenAI Agents SDK (0.24) reports a handled tool error as the span error
+# ``{"message": "Error running tool (non-fatal)", "data": {"tool_name": ..., "error": str(e)}}``;
+# the OpenInference bridge writes it as the status description ``"{message}: {data!r}"``. Only
+# the ``error`` text says what failed (the tool name could read as a class: ``check_timeout``).
+_OPENAI_AGENTS_SPAN_ERROR = re.compile(r"^(Error running [\w ]*tool[^:]*): (\{.*\})\s*$", re.S)
+# What the SDK itself hands the model as the tool's output when it answers for the tool: its
+# per-tool timeout (``error_as_result``, span status left OK) and its default error function.
+_OPENAI_AGENTS_ERROR_RESULTS = (
+    re.compile(r"^Tool '[^']*' timed out after [\d.]+ seconds\.$"),
+    re.compile(r"^An error occurred while (?:running|parsing) the tool"),
+)
+
+
+def openai_agents_error_text(description: str) -> str | None:
+    """The ``error`` text inside an OpenAI Agents "Error running tool (non-fatal): {...}"
+    status description; None when the description has another shape."""
+    match = _OPENAI_AGENTS_SPAN_ERROR.match(description)
+    if match is None:
+        return None
+    from loopwatch.conventions.payloads import parse_text
+
+    data = parse_text(match.group(2))
+    error = data.get("error") if isinstance(data, dict) else None
+    return error if isinstance(error, str) else match.group(1)
+
+
+def framework_error_result(result: Any) -> str | None:
+    """A result text a framework wrote in place of the tool's answer, reporting its failure."""
+    if not isinstance(result, str) or len(result) > 500:
+        return None
+    text = result.strip()
+    return text if any(p.match(text) for p in _OPENAI_AGENTS_ERROR_RESULTS) else None
+
+
+# LangGraph under OpenInference: the graph invocation is a CHAIN span whose metadata is only
+# ``{"ls_integration": "langgraph"}``; its steps (nodes, subgraphs) add ``langgraph_node``. The
+# tools hang under it, not under the ``agent`` node marked AGENT, so it is the turn.
+_LANGGRAPH_MARK = '"ls_integration": "langgraph"'
+_LANGGRAPH_STEP = '"langgraph_node"'
+
+
+def is_langgraph_graph(attrs: Any) -> bool:
+    metadata = attrs.get("metadata")
+    return (
+        isinstance(metadata, str)
+        and _LANGGRAPH_MARK in metadata
+        and _LANGGRAPH_STEP not in metadata
+        and attrs.get("openinference.span.kind") == "CHAIN"
+    )
 
 
 def strands_payloads(span: SpanView) -> tuple[Any, Any]:

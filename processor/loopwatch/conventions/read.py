@@ -89,6 +89,7 @@ def _is_turn(span: SpanView) -> bool:
         _matches(span.attributes, _TURN_MARKERS)
         or name.startswith(genai.TURN_NAME_PREFIXES)
         or name in genai.TURN_SPAN_NAMES
+        or frameworks.is_langgraph_graph(span.attributes)
     )
 
 
@@ -124,7 +125,9 @@ def _turn_agent(span: SpanView) -> str | None:
     for prefix in genai.TURN_NAME_PREFIXES:
         if span.name.startswith(prefix + " "):
             return span.name[len(prefix) + 1 :] or None
-    if span.attributes.get(OPENINFERENCE.turn[0][0]) == "AGENT":
+    if span.attributes.get(OPENINFERENCE.turn[0][0]) == "AGENT" or frameworks.is_langgraph_graph(
+        span.attributes
+    ):
         return span.name or None
     return None
 
@@ -172,7 +175,9 @@ def _raw_payloads(span: SpanView) -> tuple[Any, Any]:
     return arguments, result
 
 
-def _error_evidence(span: SpanView, result_error: str | None) -> tuple[bool, list[str], list[str]]:
+def _error_evidence(
+    span: SpanView, result_error: str | None, result_text: str | None
+) -> tuple[bool, list[str], list[str]]:
     attrs = span.attributes
     types: list[str] = []
     messages: list[str] = []
@@ -188,7 +193,8 @@ def _error_evidence(span: SpanView, result_error: str | None) -> tuple[bool, lis
             types.append(str(event.attributes.get("exception.type") or ""))
             messages.append(str(event.attributes.get("exception.message") or ""))
     if span.status_description:
-        messages.append(span.status_description)
+        description = span.status_description
+        messages.append(frameworks.openai_agents_error_text(description) or description)
     if attrs.get("gen_ai.tool.status") == "error":
         errored = True
     level = attrs.get("logfire.level_num")
@@ -201,6 +207,10 @@ def _error_evidence(span: SpanView, result_error: str | None) -> tuple[bool, lis
     if result_error:
         errored = True
         messages.append(result_error)
+    elif errored and result_text:
+        # A failed call's result is what the model was told (pydantic-ai's retry prompt, an
+        # OpenAI Agents error function's text): the last place a class can be read from.
+        messages.append(result_text[:500])
     return errored, types, messages
 
 
@@ -213,8 +223,11 @@ def _tool_call(span: SpanView, config: Config) -> ToolCall:
     if known and frameworks.adk_content_disabled(attrs):
         known = False
     result_known, result, envelope_error = decode_result(raw_result)
-    result_error = envelope_error or (error_text_in_result(result) if result_known else None)
-    errored, types, messages = _error_evidence(span, result_error)
+    result_error = envelope_error
+    if result_known and result_error is None:
+        result_error = frameworks.framework_error_result(result) or error_text_in_result(result)
+    result_text = result if result_known and isinstance(result, str) else None
+    errored, types, messages = _error_evidence(span, result_error, result_text)
     if errored:
         error_class = classify_error(types, messages)
         outcome = error_class
