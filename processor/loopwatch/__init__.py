@@ -3,6 +3,7 @@
 from loopwatch.core.config import Config, ConfigError, load_config
 from loopwatch.core.declarations import ToolDeclaration, tool
 from loopwatch.core.keys import AttemptKey, attempt_key
+from loopwatch.guards.idempotency import idempotency_key
 from loopwatch.instrument import instrument
 from loopwatch.processor import LoopwatchSpanProcessor
 
@@ -15,6 +16,7 @@ __all__ = [
     "LoopwatchSpanProcessor",
     "ToolDeclaration",
     "attempt_key",
+    "idempotency_key",
     "instrument",
     "load_config",
     "tool",

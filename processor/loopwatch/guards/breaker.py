@@ -1,0 +1,224 @@
+"""The loop breaker: count attempts per attempt key in one turn and stop past the cap.
+
+Framework-neutral. One :class:`LoopBreaker` holds the policy; each agent turn gets a
+:class:`BreakerTurn` (``breaker.turn()``), which the adapters and ``guarded`` calls read from a
+context variable, so concurrent turns in one process never share counts.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from opentelemetry.trace import TracerProvider
+
+from loopwatch.core.config import Config
+from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.core.keys import AttemptKey, attempt_key
+from loopwatch.core.outcomes import EMPTY, ERROR_CLASSES, OK
+from loopwatch.guards.outcome import outcome_of
+from loopwatch.guards.spans import SpanMode, record_decision
+from loopwatch.guards.terminal import (
+    IN_FLIGHT,
+    TerminalResult,
+    budget_stop,
+    no_rows_stop,
+    repeat_stop,
+)
+
+T = TypeVar("T")
+_PROBE = "?"  # outcome placeholder: only the identity half of the key is read before a call
+
+
+@dataclass(frozen=True)
+class LoopBreaker:
+    """The stopping policy.
+
+    ``cap``: repeats allowed per attempt key, so ``cap + 1`` attempts run; ``None`` takes each
+    tool's loop threshold minus one (default 2: the dashboards' loop threshold of 3 runs, the
+    fourth is stopped). ``no_rows``: empty results in a row a row-returning tool (declared
+    ``result``) may return before its next call is stopped; ``None`` takes the no-rows threshold
+    (default 3). ``budget``: tool calls run per turn, an outer bound (``None``: none).
+    """
+
+    config: Config = field(default_factory=Config)
+    cap: int | None = None
+    no_rows: int | None = None
+    budget: int | None = None
+    span_mode: SpanMode = "auto"
+    tracer_provider: TracerProvider | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("cap", "no_rows", "budget"):
+            value = getattr(self, name)
+            low = 0 if name == "cap" else 1
+            if value is not None and (isinstance(value, bool) or value < low):
+                raise ValueError(f"LoopBreaker {name} must be an integer >= {low}, got {value!r}")
+
+    def attempts_allowed(self, declaration: ToolDeclaration | None) -> int:
+        if self.cap is not None:
+            return self.cap + 1
+        return self.config.loop_threshold_for(declaration)
+
+    def no_rows_allowed(self, declaration: ToolDeclaration | None) -> int | None:
+        if declaration is None or declaration.result is None:
+            return None  # only tools declared to return rows have a no-rows backstop
+        if self.no_rows is not None:
+            return self.no_rows
+        return self.config.no_rows_threshold_for(declaration)
+
+    def new_turn(self) -> BreakerTurn:
+        return BreakerTurn(self)
+
+    @contextmanager
+    def turn(self) -> Iterator[BreakerTurn]:
+        """A new turn, current for the code (and tasks it starts) inside the ``with``."""
+        state = BreakerTurn(self)
+        token = _CURRENT.set(state)
+        try:
+            yield state
+        finally:
+            _CURRENT.reset(token)
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A call let through, waiting for its outcome."""
+
+    tool: str
+    arguments: Any
+    declaration: ToolDeclaration | None
+    identity: tuple[str, str]
+
+
+class BreakerTurn:
+    """Counts of one turn. Thread-safe; parallel calls of one identity count as in flight."""
+
+    def __init__(self, breaker: LoopBreaker) -> None:
+        self.breaker = breaker
+        self._lock = threading.Lock()
+        self._attempts: Counter[AttemptKey] = Counter()
+        self._in_flight: Counter[tuple[str, str]] = Counter()
+        self._streaks: Counter[str] = Counter()
+        self._ran = 0
+        self._decisions: list[TerminalResult] = []
+        self._tools_disabled = False
+
+    @property
+    def tools_disabled(self) -> bool:
+        """True once a call was stopped: the next model call must be made without tools."""
+        return self._tools_disabled
+
+    @property
+    def decisions(self) -> tuple[TerminalResult, ...]:
+        with self._lock:
+            return tuple(self._decisions)
+
+    @property
+    def calls_run(self) -> int:
+        return self._ran
+
+    def attempts(self) -> dict[AttemptKey, int]:
+        with self._lock:
+            return dict(self._attempts)
+
+    def before(self, tool: str, arguments: Any) -> Pending | TerminalResult:
+        """Let a call through (:class:`Pending`, pass it to :meth:`after`) or stop it."""
+        b = self.breaker
+        declaration = b.config.declaration(tool)
+        probe = attempt_key(tool, arguments, _PROBE, declaration)
+        identity = (probe.tool, probe.identity)
+        with self._lock:
+            stop = self._stop(tool, identity, declaration)
+            if stop is None:
+                self._in_flight[identity] += 1
+                self._ran += 1
+                return Pending(tool, arguments, declaration, identity)
+            self._decisions.append(stop)
+            self._tools_disabled = True
+        record_decision(tool, stop.decision, b.span_mode, b.tracer_provider)
+        return stop
+
+    def _stop(
+        self, tool: str, identity: tuple[str, str], declaration: ToolDeclaration | None
+    ) -> TerminalResult | None:
+        b = self.breaker
+        allowed = b.attempts_allowed(declaration)
+        worst: AttemptKey | None = None
+        for key, n in self._attempts.items():
+            if (key.tool, key.identity) == identity and (
+                worst is None or n > self._attempts[worst]
+            ):
+                worst = key
+        done = self._attempts[worst] if worst is not None else 0
+        running = self._in_flight[identity]
+        if done + running >= allowed:
+            fields = declaration.identity if declaration is not None else None
+            if worst is None or running > done:
+                return repeat_stop(tool, IN_FLIGHT, IN_FLIGHT, running, fields)
+            error_class = worst.outcome if worst.outcome in _ERROR_CLASSES else OK
+            return repeat_stop(tool, error_class, worst.outcome, done, fields)
+        rows_allowed = b.no_rows_allowed(declaration)
+        if rows_allowed is not None and self._streaks[tool] >= rows_allowed:
+            return no_rows_stop(tool, self._streaks[tool])
+        if b.budget is not None and self._ran >= b.budget:
+            return budget_stop(tool, b.budget)
+        return None
+
+    def after(
+        self, pending: Pending, result: Any = None, error: BaseException | None = None
+    ) -> AttemptKey:
+        """Count a call that ran, with its result or the exception it raised."""
+        error_class, outcome = outcome_of(result, error, pending.declaration)
+        key = attempt_key(pending.tool, pending.arguments, outcome, pending.declaration)
+        with self._lock:
+            self._in_flight[pending.identity] -= 1
+            self._attempts[key] += 1
+            # as the processor's streak: an empty result extends it, anything else resets it
+            empty = error_class == OK and outcome == EMPTY
+            self._streaks[pending.tool] = self._streaks[pending.tool] + 1 if empty else 0
+        return key
+
+    def call(self, tool: str, arguments: Any, fn: Callable[[], T]) -> T | TerminalResult:
+        """Run ``fn`` unless the breaker stops it; exceptions are counted and re-raised."""
+        pending = self.before(tool, arguments)
+        if isinstance(pending, TerminalResult):
+            return pending
+        try:
+            result = fn()
+        except Exception as e:
+            self.after(pending, error=e)
+            raise
+        self.after(pending, result)
+        return result
+
+    async def acall(
+        self, tool: str, arguments: Any, fn: Callable[[], Awaitable[T]]
+    ) -> T | TerminalResult:
+        """:meth:`call` for coroutines."""
+        pending = self.before(tool, arguments)
+        if isinstance(pending, TerminalResult):
+            return pending
+        try:
+            result = await fn()
+        except Exception as e:
+            self.after(pending, error=e)
+            raise
+        self.after(pending, result)
+        return result
+
+
+_ERROR_CLASSES = frozenset(ERROR_CLASSES)
+_CURRENT: contextvars.ContextVar[BreakerTurn | None] = contextvars.ContextVar(
+    "loopwatch_breaker_turn", default=None
+)
+
+
+def current_turn() -> BreakerTurn | None:
+    """The turn opened by the innermost ``with breaker.turn()``, if any."""
+    return _CURRENT.get()

@@ -1,0 +1,167 @@
+"""``loopwatch check-tools``: fail CI when a tool's identity declaration is missing or drifted.
+
+Also a pytest helper: ``assert_tools_declared("tools.json", "myapp.agent:agent")``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from loopwatch.core.config import Config, ConfigError, load_config
+from loopwatch.core.declarations import DeclarationError, ToolDeclaration
+from loopwatch.guards.sources import SourceError, ToolInfo, load
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCheck:
+    tool: ToolInfo
+    declaration: ToolDeclaration | None
+    problems: tuple[str, ...]
+
+
+def _names(values: Iterable[str]) -> str:
+    return ", ".join(values) or "none"
+
+
+def check_tool(tool: ToolInfo, declaration: ToolDeclaration | None) -> tuple[str, ...]:
+    """The problems of one tool, one line each (empty: fine)."""
+    name, params = tool.name, tool.parameters
+    identity = declaration.identity if declaration is not None else None
+    problems: list[str] = []
+    if identity is None:
+        if params:
+            problems.append(
+                f"{name}: has parameters ({_names(params)}) but no identity declaration; declare "
+                f'the fields that decide its effect, e.g. identity = ["{params[0]}"] under '
+                f'[tools.{name}] in loopwatch.toml, or identity = "*" to key on all arguments'
+            )
+    elif declaration is not None and not declaration.whole_arguments:
+        for field in identity:
+            if field.split(".", 1)[0] not in params:
+                problems.append(
+                    f"{name}: identity field {field!r} is not a parameter "
+                    f"(parameters: {_names(params)})"
+                )
+    reviewed = declaration.reviewed_parameters if declaration is not None else None
+    if reviewed is not None and set(reviewed) != set(params):
+        added = [p for p in params if p not in reviewed]
+        removed = [p for p in reviewed if p not in params]
+        change = "; ".join(
+            part
+            for part in (
+                f"added {_names(added)}" if added else "",
+                f"removed {_names(removed)}" if removed else "",
+            )
+            if part
+        )
+        problems.append(
+            f"{name}: parameters changed since the declaration was reviewed ({change}); "
+            "re-decide its identity and update reviewed_parameters"
+        )
+    return tuple(problems)
+
+
+def check(sources: Sequence[Any], config: Config | None = None) -> list[ToolCheck]:
+    """Load every source, merge declarations (file < x-loopwatch < decorator), check each tool.
+
+    Raises :class:`SourceError`, :class:`ConfigError` or :class:`DeclarationError` when a
+    source or declaration cannot be read.
+    """
+    tools: dict[str, ToolInfo] = {}
+    clashes: dict[str, str] = {}
+    for source in sources:
+        for t in load(source):
+            seen = tools.get(t.name)
+            if seen is None:
+                tools[t.name] = t
+            elif set(seen.parameters) != set(t.parameters):
+                clashes[t.name] = (
+                    f"{t.name}: defined twice with different parameters "
+                    f"({seen.source}: {_names(seen.parameters)}; {t.source}: "
+                    f"{_names(t.parameters)})"
+                )
+    cfg = config if config is not None else load_config()
+    cfg = cfg.with_tool_definitions([t.definition for t in tools.values() if t.definition])
+    out = []
+    for name in sorted(tools):
+        declaration = cfg.declaration(name)
+        problems = check_tool(tools[name], declaration)
+        if name in clashes:
+            problems = (clashes[name], *problems)
+        out.append(ToolCheck(tools[name], declaration, problems))
+    return out
+
+
+def problems_of(checks: Iterable[ToolCheck]) -> list[str]:
+    return [p for c in checks for p in c.problems]
+
+
+def table(checks: Sequence[ToolCheck]) -> str:
+    """A short table: tool, identity, parameters reviewed, result kind."""
+    rows = [("tool", "identity", "reviewed", "result")]
+    for c in checks:
+        d = c.declaration
+        identity = "-" if d is None or d.identity is None else ",".join(d.identity)
+        if not c.tool.parameters and (d is None or d.identity is None):
+            identity = "(no parameters)"
+        reviewed = "yes" if d is not None and d.reviewed_parameters is not None else "no"
+        result = d.result if d is not None and d.result else "-"
+        rows.append((c.tool.name, identity, reviewed, result))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
+
+
+def assert_tools_declared(*sources: Any, config: Config | None = None) -> list[ToolCheck]:
+    """For a pytest test: fail with one line per problem; returns the checks otherwise."""
+    checks = check(sources, config)
+    if not checks:
+        raise AssertionError(f"no tools found in {', '.join(map(str, sources))}")
+    problems = problems_of(checks)
+    if problems:
+        raise AssertionError("tool declarations need attention:\n" + "\n".join(problems))
+    return checks
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "sources",
+        nargs="+",
+        metavar="SOURCE",
+        help="an OpenAI function-tools JSON file, an MCP tools/list result (JSON), or a Python "
+        "import path (package.module or package.module:agent)",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="loopwatch.toml with [tools.NAME] declarations (default: $LOOPWATCH_CONFIG or "
+        "./loopwatch.toml)",
+    )
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """0: every tool is declared; 1: problems (one line each on stderr); 2: unreadable input."""
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
+    try:
+        config = load_config(args.config)
+        checks = check(args.sources, config)
+    except (SourceError, ConfigError, DeclarationError) as e:
+        print(f"loopwatch check-tools: {e}", file=err)
+        return 2
+    if not checks:
+        print(f"loopwatch check-tools: no tools found in {' '.join(args.sources)}", file=err)
+        return 2
+    problems = problems_of(checks)
+    for line in problems:
+        print(line, file=err)
+    if problems:
+        print(f"{len(problems)} problem(s) in {len(checks)} tool(s)", file=err)
+        return 1
+    print(table(checks), file=out)
+    return 0

@@ -1,0 +1,141 @@
+"""Terminal results: what a guard answers instead of running a call, worded per error class."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loopwatch.core.outcomes import EMPTY, OK
+
+STOPPED = "stopped"
+NO_ROWS_STOPPED = "no_rows_stopped"
+BUDGET_EXHAUSTED = "budget_exhausted"
+SUPPRESSED = "suppressed"
+CIRCUIT_OPEN = "circuit_open"
+IN_FLIGHT = "in_flight"  # identical calls still running when the next one came
+
+# What the repeated attempts mean, and what the model should do instead. Honest above all: a
+# timeout is not a failure, the write may have gone through, so the model must not say it failed.
+_WHY = {
+    "timeout": (
+        "timed out. Their outcome is unknown: each of them may have succeeded",
+        "Do not retry. Tell the user the request may already have gone through "
+        "(possibly more than once) and needs to be checked before anything is sent again.",
+    ),
+    "rate_limited": (
+        "were rate limited",
+        "Do not retry in this turn. Tell the user the service is throttling requests and to "
+        "try again later.",
+    ),
+    "unavailable": (
+        "found the service unavailable",
+        "Do not retry in this turn. Tell the user the service is down right now.",
+    ),
+    "invalid_arguments": (
+        "were rejected as invalid; rewording the same request will not fix it",
+        "Do not retry. Tell the user what was rejected and ask for the missing or correct "
+        "information.",
+    ),
+    "unauthorized": (
+        "were refused as not authorized",
+        "Do not retry. Tell the user this needs someone with access.",
+    ),
+    "not_found": (
+        "found nothing (not found)",
+        "Do not retry. Tell the user it was not found.",
+    ),
+    "conflict": (
+        "reported a conflict: it probably exists already",
+        "Do not retry. Tell the user it appears to exist already.",
+    ),
+    "server_error": (
+        "failed with a server error; whether anything was changed is not known",
+        "Do not retry. Tell the user the service failed and the result needs to be checked.",
+    ),
+    "tool_error": (
+        "failed with an error",
+        "Do not retry. Tell the user the tool failed and what it said.",
+    ),
+    IN_FLIGHT: (
+        "are still running; their outcome is not known yet",
+        "Do not call it again. Wait for their results and report those.",
+    ),
+    OK: (
+        "already succeeded; calling it again will not change the answer",
+        "Do not call it again. Answer with the result you already have.",
+    ),
+    EMPTY: (
+        "returned nothing each time",
+        "Do not call it again. Tell the user nothing was found.",
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TerminalResult:
+    """A guard's answer to a call it did not run. ``str()`` is the text to give the model."""
+
+    decision: str  # one of loopwatch.core.records.GUARD_DECISIONS
+    tool: str
+    error_class: str  # of the attempts that exhausted the key ("ok" for successes)
+    attempts: int
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _fields(identity: tuple[str, ...] | None) -> str:
+    if not identity or identity == ("*",):
+        return "the same arguments"
+    return "the same " + " and ".join(identity)
+
+
+def repeat_stop(
+    tool: str, error_class: str, outcome: str, attempts: int, identity: tuple[str, ...] | None
+) -> TerminalResult:
+    """The key (tool, identity, outcome) has used its attempts."""
+    why, what = (
+        _WHY.get(EMPTY if error_class == OK and outcome == EMPTY else error_class)
+        or (_WHY["tool_error"])
+    )
+    message = (
+        f"STOPPED by loopwatch: {tool} was not run again. The last {attempts} attempts with "
+        f"{_fields(identity)} {why}. {what}"
+    )
+    return TerminalResult(STOPPED, tool, error_class, attempts, message)
+
+
+def no_rows_stop(tool: str, streak: int) -> TerminalResult:
+    message = (
+        f"STOPPED by loopwatch: {tool} was not run again. It returned no rows {streak} times in "
+        "a row; rewording the query will not find it. Do not search again. Tell the user "
+        "nothing was found."
+    )
+    return TerminalResult(NO_ROWS_STOPPED, tool, OK, streak, message)
+
+
+def budget_stop(tool: str, budget: int) -> TerminalResult:
+    message = (
+        f"STOPPED by loopwatch: {tool} was not run. The tool budget of this turn ({budget} calls) "
+        "is used up. Do not call tools again. Answer with what you have."
+    )
+    return TerminalResult(BUDGET_EXHAUSTED, tool, OK, budget, message)
+
+
+def in_progress(tool: str) -> TerminalResult:
+    message = (
+        f"SUPPRESSED by loopwatch: {tool} was not run. The same request is already in progress "
+        "and its outcome is not known yet. Do not retry. Tell the user it is being processed."
+    )
+    return TerminalResult(SUPPRESSED, tool, OK, 1, message)
+
+
+def circuit_open(tool: str, error_class: str, duplicates: int) -> TerminalResult:
+    message = (
+        f"STOPPED by loopwatch: {tool} was not run. The same request was already made and "
+        f"{duplicates} duplicates of it were refused. Do not call it again. Report the first "
+        "outcome to the user."
+    )
+    if error_class == "timeout":
+        message += " It timed out: it may have succeeded, and needs to be checked."
+    return TerminalResult(CIRCUIT_OPEN, tool, error_class, duplicates, message)
