@@ -1,0 +1,2 @@
+"""``loopwatch serve``: receive OTLP traces (gRPC and HTTP) and run the same core as the
+in-process processor."""

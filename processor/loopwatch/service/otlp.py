@@ -1,0 +1,200 @@
+"""OTLP trace requests (protobuf or OTLP/JSON) into the core's span views."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from loopwatch.core.spans import EventView, SpanView
+
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+
+
+class RequestError(ValueError):
+    """The request body is not an OTLP trace request (HTTP 400, gRPC INVALID_ARGUMENT)."""
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """The spans of one request, and how many of them were rejected (invalid ids)."""
+
+    spans: list[SpanView]
+    rejected: int = 0
+
+
+def parse_protobuf(body: bytes) -> Any:
+    """Parse a binary ``ExportTraceServiceRequest``."""
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise RequestError(f"not an OTLP protobuf trace request: {e}") from None
+    return request
+
+
+def _hex_to_base64(value: Any, where: str) -> Any:
+    # OTLP/JSON writes ids as hex; protobuf's JSON mapping expects base64 for bytes fields.
+    if not isinstance(value, str):
+        raise RequestError(f"{where}: expected a hex string")
+    try:
+        return base64.b64encode(bytes.fromhex(value)).decode("ascii")
+    except ValueError:
+        raise RequestError(f"{where}: not a hex id: {value[:40]!r}") from None
+
+
+def _fix_ids(span: Any, where: str) -> None:
+    if not isinstance(span, dict):
+        raise RequestError(f"{where}: expected an object")
+    for key in _ID_FIELDS:
+        if key in span:
+            span[key] = _hex_to_base64(span[key], f"{where}.{key}")
+    links = span.get("links")
+    if isinstance(links, list):
+        for i, link in enumerate(links):
+            _fix_ids(link, f"{where}.links[{i}]")
+
+
+def _items(parent: Any, *keys: str) -> list[Any]:
+    if not isinstance(parent, dict):
+        return []
+    for key in keys:
+        value = parent.get(key)
+        if value is not None:
+            if not isinstance(value, list):
+                raise RequestError(f"{key}: expected an array")
+            return value
+    return []
+
+
+def parse_json(body: bytes) -> Any:
+    """Parse an OTLP/JSON ``ExportTraceServiceRequest`` (hex ids, unknown fields ignored)."""
+    try:
+        document = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise RequestError(f"not JSON: {e}") from None
+    if not isinstance(document, dict):
+        raise RequestError("not an OTLP/JSON trace request: expected an object")
+    for r, rs in enumerate(_items(document, "resourceSpans", "resource_spans")):
+        for s, ss in enumerate(_items(rs, "scopeSpans", "scope_spans")):
+            for i, span in enumerate(_items(ss, "spans")):
+                _fix_ids(span, f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]")
+    request = ExportTraceServiceRequest()
+    try:
+        json_format.ParseDict(document, request, ignore_unknown_fields=True)
+    except (json_format.ParseError, ValueError, TypeError) as e:
+        raise RequestError(f"not an OTLP/JSON trace request: {e}") from None
+    return request
+
+
+def _array(value: Any) -> tuple[Any, ...]:
+    # the SDK stores sequence attributes as tuples; the core sees the same here
+    return tuple(any_value(v) for v in value.array_value.values)
+
+
+def _kvlist(value: Any) -> dict[str, Any]:
+    return attributes(value.kvlist_value.values)
+
+
+_ANY: dict[str | None, Callable[[Any], Any]] = {
+    "string_value": lambda v: v.string_value,
+    "bool_value": lambda v: v.bool_value,
+    "int_value": lambda v: v.int_value,
+    "double_value": lambda v: v.double_value,
+    "bytes_value": lambda v: bytes(v.bytes_value),
+    "array_value": _array,
+    "kvlist_value": _kvlist,
+    None: lambda v: None,
+}
+
+
+def any_value(value: Any) -> Any:
+    """An OTLP ``AnyValue`` as the Python value the SDK would have held."""
+    return _ANY[value.WhichOneof("value")](value)
+
+
+def attributes(pairs: Iterable[Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in pairs:
+        v = kv.value
+        kind = v.WhichOneof("value")
+        # the common case inline: most attributes are strings
+        out[kv.key] = v.string_value if kind == "string_value" else _ANY[kind](v)
+    return out
+
+
+def _service(resource: Any) -> str:
+    for kv in resource.attributes:
+        if kv.key == "service.name":
+            value = any_value(kv.value)
+            return str(value) if value not in (None, "") else "unknown"
+    return "unknown"
+
+
+def span_views(request: Any) -> Decoded:
+    """Every span of the request as a SpanView; spans with invalid ids are rejected."""
+    spans: list[SpanView] = []
+    rejected = 0
+    from_bytes = int.from_bytes
+    for rs in request.resource_spans:
+        service = _service(rs.resource)
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                trace_id, span_id, parent = span.trace_id, span.span_id, span.parent_span_id
+                if (
+                    len(trace_id) != 16
+                    or len(span_id) != 8
+                    or len(parent) not in (0, 8)
+                    or not any(trace_id)
+                    or not any(span_id)
+                ):
+                    rejected += 1
+                    continue
+                status = span.status
+                spans.append(
+                    SpanView(
+                        trace_id=from_bytes(trace_id, "big"),
+                        span_id=from_bytes(span_id, "big"),
+                        parent_id=from_bytes(parent, "big") if parent and any(parent) else None,
+                        name=span.name,
+                        start_ns=span.start_time_unix_nano,
+                        end_ns=span.end_time_unix_nano or span.start_time_unix_nano,
+                        attributes=attributes(span.attributes),
+                        events=tuple(
+                            EventView(e.name, attributes(e.attributes)) for e in span.events
+                        ),
+                        status_code=status.code,
+                        status_description=status.message,
+                        service=service,
+                    )
+                )
+    return Decoded(spans, rejected)
+
+
+def hex_ids_json(request: Any) -> bytes:
+    """``request`` as OTLP/JSON (hex ids), e.g. to send to an OTLP/JSON receiver."""
+    document = json_format.MessageToDict(request)
+    for rs in document.get("resourceSpans", []):
+        for ss in rs.get("scopeSpans", []):
+            for span in ss.get("spans", []):
+                for item in [span, *span.get("links", [])]:
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        if key in item:
+                            item[key] = base64.b64decode(item[key]).hex()
+    return json.dumps(document).encode()
+
+
+__all__ = [
+    "Decoded",
+    "RequestError",
+    "hex_ids_json",
+    "parse_json",
+    "parse_protobuf",
+    "span_views",
+]

@@ -1,0 +1,145 @@
+"""One worker thread that owns the TurnAssembler, fed by request threads through a bounded
+queue; finalizes a trace a grace period after its root arrives, or when it has been idle."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from loopwatch.core.assembler import DROP_ERROR, EVICT_SHUTDOWN, TurnAssembler
+from loopwatch.core.config import Config
+from loopwatch.core.sink import Sink
+from loopwatch.core.spans import SpanView
+
+log = logging.getLogger("loopwatch.service")
+
+# How often the worker looks for roots past their grace, and for idle traces.
+_GRACE_CHECK_SECONDS = 0.05
+_SWEEP_SECONDS = 1.0
+
+
+class Pipeline:
+    """Thread-safe front of a TurnAssembler; every assembler call happens on one worker."""
+
+    def __init__(
+        self, config: Config, sink: Sink, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.config = config
+        self.sink = sink
+        self.clock = clock
+        self._assembler = TurnAssembler(config, sink, clock)
+        self._batches: deque[Sequence[SpanView]] = deque()
+        self._queued = 0  # spans in _batches
+        self._busy = False  # the worker holds a batch it has not finished
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._worker = threading.Thread(target=self._run, name="loopwatch-pipeline", daemon=True)
+        self._worker.start()
+
+    # -- request threads ------------------------------------------------------------------------
+    def submit(self, spans: Sequence[SpanView]) -> bool:
+        """Queue one request's spans; False when the queue is full (the caller answers with a
+        retryable error, so the exporter sends them again) or the pipeline is stopping."""
+        if not spans:
+            return not self._stopping
+        with self._cond:
+            if self._stopping:
+                return False
+            # a request larger than the whole queue is still taken when the queue is empty
+            if self._queued and self._queued + len(spans) > self.config.queue_spans:
+                return False
+            self._batches.append(spans)
+            self._queued += len(spans)
+            self._cond.notify_all()
+        return True
+
+    @property
+    def queued(self) -> int:
+        return self._queued
+
+    @property
+    def alive(self) -> bool:
+        return self._worker.is_alive() and not self._stopping
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every span submitted so far has been added to the assembler."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._batches or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def stop(self, timeout: float = 10.0) -> bool:
+        """Refuse new spans, process the queued ones, finalize every open turn (counted as
+        evicted by shutdown). Returns False if the worker did not finish within ``timeout``."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._worker.join(timeout)
+        return not self._worker.is_alive()
+
+    # -- the worker -----------------------------------------------------------------------------
+    def _safe(self, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except Exception:
+            log.debug("loopwatch: internal error", exc_info=True)
+            with contextlib.suppress(Exception):
+                self.sink.dropped(DROP_ERROR)
+
+    def _add(self, batch: Sequence[SpanView]) -> None:
+        add = self._assembler.add
+        for span in batch:
+            try:
+                add(span, root_finalizes=False)
+            except Exception:
+                log.debug("loopwatch: span not read", exc_info=True)
+                with contextlib.suppress(Exception):
+                    self.sink.dropped(DROP_ERROR)
+
+    def _finalize_due(self) -> None:
+        due = self.clock() - self.config.grace_seconds
+        for trace_id, root_seen_at in self._assembler.pending_roots():
+            if root_seen_at <= due:
+                self._assembler.finalize(trace_id)
+
+    def _finish(self) -> None:
+        # a trace whose root is in ends as usual; the others were cut short by the shutdown
+        for trace_id, _ in self._assembler.pending_roots():
+            self._assembler.finalize(trace_id)
+        self._assembler.finalize_all(EVICT_SHUTDOWN)
+
+    def _run(self) -> None:
+        next_grace = next_sweep = 0.0
+        while True:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+                if not self._batches and not self._stopping:
+                    self._cond.wait(_GRACE_CHECK_SECONDS)
+                if self._stopping and not self._batches:
+                    break
+                batch = self._batches.popleft() if self._batches else None
+                if batch is not None:
+                    self._queued -= len(batch)
+                    self._busy = True
+            if batch is not None:
+                self._add(batch)
+            now = self.clock()
+            if now >= next_grace:
+                self._safe(self._finalize_due)
+                next_grace = now + _GRACE_CHECK_SECONDS
+            if now >= next_sweep:
+                self._safe(self._assembler.sweep)
+                next_sweep = now + _SWEEP_SECONDS
+        self._safe(self._finish)
+        with self._cond:
+            self._busy = False
+            self._cond.notify_all()

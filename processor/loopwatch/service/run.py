@@ -1,0 +1,103 @@
+"""``loopwatch serve``: the command line around :class:`loopwatch.service.app.Service`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+
+from loopwatch.core.config import Config, ConfigError, load_config
+
+log = logging.getLogger("loopwatch.service")
+
+STOP_SECONDS = 10.0  # SIGTERM to exit, at most (Kubernetes gives 30 by default)
+EXIT_CONFIG = 2
+EXIT_START = 1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", metavar="PATH", help="loopwatch.toml (default: $LOOPWATCH_CONFIG, ./)"
+    )
+    parser.add_argument(
+        "--grpc-address",
+        metavar="HOST:PORT",
+        help=f"OTLP/gRPC listen address (default {Config.grpc_address}, [serve] grpc)",
+    )
+    parser.add_argument(
+        "--http-address",
+        metavar="HOST:PORT",
+        help=f"OTLP/HTTP listen address (default {Config.http_address}, [serve] http)",
+    )
+    parser.add_argument(
+        "--metrics-address",
+        metavar="HOST:PORT",
+        help=f"/metrics, /healthz, /readyz (default {Config.metrics_host}:{Config.metrics_port})",
+    )
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"loopwatch serve: {message}", file=sys.stderr)
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        from prometheus_client import REGISTRY
+
+        from loopwatch.service.addresses import BindError, join_address, split_address
+        from loopwatch.service.app import Addresses, Service
+    except ImportError as e:
+        return _fail(f"{e}; install the serve extra: pip install 'loopwatch[serve]'", EXIT_START)
+    try:
+        config = load_config(args.config)
+        metrics_default = join_address(config.metrics_host, config.metrics_port)
+        addresses = Addresses(
+            grpc=args.grpc_address or config.grpc_address,
+            http=args.http_address or config.http_address,
+            metrics=args.metrics_address or metrics_default,
+        )
+        split_address(addresses.grpc, "--grpc-address")
+        split_address(addresses.http, "--http-address")
+        split_address(addresses.metrics, "--metrics-address")
+    except ConfigError as e:
+        return _fail(str(e), EXIT_CONFIG)
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    # the process collectors of the default registry give RSS and CPU for free
+    service = Service(config, addresses, registry=REGISTRY)
+    try:
+        bound = service.start()
+    except BindError as e:
+        return _fail(str(e), EXIT_START)
+    log.info(
+        "listening: otlp-grpc=%s otlp-http=%s metrics=%s (grace %.1fs, idle %.0fs)",
+        bound.grpc,
+        bound.http,
+        bound.metrics,
+        config.grace_seconds,
+        config.idle_timeout_seconds,
+    )
+    while not stop.wait(1.0):
+        pass
+    log.info("stopping: finalizing open turns")
+    if not service.stop(timeout=STOP_SECONDS):
+        log.error("open turns not finalized within %.0fs", STOP_SECONDS)
+        return EXIT_START
+    log.info("stopped")
+    return 0

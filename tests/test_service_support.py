@@ -1,0 +1,144 @@
+"""Helpers for the service tests: a service on ephemeral ports, metric snapshots, scrapes."""
+
+from __future__ import annotations
+
+import gzip
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from loopwatch.core.config import Config
+from loopwatch.service.app import Addresses, Service
+
+LOOPBACK = Addresses("127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0")
+# values that differ between two correct runs: wall-clock timestamps
+_VOLATILE = re.compile(r"(_created$|_first_seen_timestamp_seconds$)")
+
+
+@contextmanager
+def running(config: Config | None = None) -> Iterator[Service]:
+    service = Service(config or Config(grace_seconds=0.0), LOOPBACK, CollectorRegistry())
+    service.start()
+    try:
+        yield service
+    finally:
+        service.stop(timeout=5)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)
+
+
+def settle(service: Service, timeout: float = 10.0) -> None:
+    """Every submitted span processed and every turn whose root came in finalized."""
+    assert service.pipeline is not None
+    assert service.pipeline.flush(timeout)
+    wait_for(lambda: value(service.registry, "loopwatch_open_turns") == 0, timeout)
+
+
+def snapshot(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample, timestamps excluded: what two runs over the same spans must agree on."""
+    out = {}
+    for metric in registry.collect():
+        for s in metric.samples:
+            if not _VOLATILE.search(s.name):
+                out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    total = 0.0
+    for metric in registry.collect():
+        for s in metric.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                total += s.value
+    return total
+
+
+def post(
+    address: str,
+    body: bytes,
+    content_type: str = "application/x-protobuf",
+    encoding: str | None = None,
+    path: str = "/v1/traces",
+    headers: dict[str, str] | None = None,
+) -> tuple[int, bytes, dict[str, str]]:
+    if encoding == "gzip":
+        body = gzip.compress(body)
+    request = urllib.request.Request(f"http://{address}{path}", data=body, method="POST")
+    request.add_header("Content-Type", content_type)
+    if encoding:
+        request.add_header("Content-Encoding", encoding)
+    for k, v in (headers or {}).items():
+        request.add_header(k, v)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read(), dict(response.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), dict(e.headers)
+
+
+def get(address: str, path: str, accept: str = "") -> tuple[int, str, str]:
+    request = urllib.request.Request(f"http://{address}{path}")
+    if accept:
+        request.add_header("Accept", accept)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode(), response.headers["Content-Type"]
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), e.headers["Content-Type"]
+
+
+LISTENING = re.compile(r"listening: otlp-grpc=(\S+) otlp-http=(\S+) metrics=(\S+)")
+
+
+def serve_process(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``loopwatch serve`` as a child process (stderr piped)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "loopwatch.cli", "serve", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def wait_listening(process: subprocess.Popen[str], timeout: float = 20.0) -> Addresses:
+    """Read the child's log until it says where it listens."""
+    assert process.stderr is not None
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        m = LISTENING.search(line)
+        if m:
+            return Addresses(*m.groups())
+    raise AssertionError(f"service did not start: {''.join(seen)}")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def drain(process: subprocess.Popen[str]) -> Any:
+    assert process.stderr is not None
+    return process.stderr.read()
