@@ -1,0 +1,1 @@
+"""Dashboard source for loopwatch (run ``python -m dashboards.build`` from the repository root)."""

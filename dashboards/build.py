@@ -1,0 +1,46 @@
+"""Write the generated dashboard JSON (``python -m dashboards.build``; ``--check`` for drift)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+
+from dashboards.config import DASHBOARD_FILE
+from dashboards.loops import dashboard_builder
+
+OUT = Path(__file__).resolve().parent / "generated"
+
+
+def render() -> dict[str, str]:
+    """File name -> JSON text of every dashboard (the bare model file provisioning reads)."""
+    text = JSONEncoder(sort_keys=True, indent=2, ensure_ascii=False).encode(
+        dashboard_builder().build()
+    )
+    return {DASHBOARD_FILE: text + "\n"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--check", action="store_true", help="exit 1 if a file would change")
+    args = parser.parse_args(argv)
+    stale = []
+    for name, text in render().items():
+        path = OUT / name
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current == text:
+            continue
+        stale.append(name)
+        if not args.check:
+            OUT.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    if args.check and stale:
+        print(f"out of date: {', '.join(stale)} (run python -m dashboards.build)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
