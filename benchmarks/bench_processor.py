@@ -1,0 +1,140 @@
+"""Cost per span of LoopwatchSpanProcessor vs the SDK's BatchSpanProcessor, same spans, same run.
+
+    .venv/bin/python benchmarks/bench_processor.py [--turns 300] [--rounds 15]
+
+Reports medians over interleaved rounds and their ratio (the machine is shared and noisy, so
+absolute times drift; the ratio is the figure). Three numbers per span kind:
+- on_end: what the agent's thread pays (the goal: tool <= 1.0x, other <= 0.25x of BatchSpanProcessor)
+- worker: what loopwatch's background thread then spends reading and assembling the span
+- total: both, against BatchSpanProcessor.on_end (loopwatch does far more work; it just does it
+  off the agent's thread)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
+
+from loopwatch import LoopwatchSpanProcessor
+from loopwatch.conventions.read import is_tool_span
+from loopwatch.core.config import Config
+from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.demo.emit import CONVENTIONS, emit_turn
+from loopwatch.demo.scenarios import eleven_empty_searches, flaky, fourteen_tickets, healthy
+from loopwatch.processor import span_view
+
+CONFIG = Config(
+    tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))},
+    queue_spans=10**7,
+)
+
+
+class NullExporter(SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+def make_spans(turns: int, seed: int) -> tuple[list[ReadableSpan], list[ReadableSpan]]:
+    """Real SDK spans of a realistic mix (three conventions), split into tool and other."""
+    import random
+
+    rng = random.Random(seed)
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("bench")
+    t = 10**18
+    for i in range(turns):
+        convention = CONVENTIONS[i % 3]
+        r = rng.random()
+        turn = (
+            fourteen_tickets()
+            if r < 0.02
+            else eleven_empty_searches()
+            if r < 0.04
+            else flaky(rng, "m", attempts=3)
+            if r < 0.2
+            else healthy(rng, "m")
+        )
+        t = emit_turn(tracer, turn, t, convention)
+    spans = list(memory.get_finished_spans())
+    tools = [s for s in spans if is_tool_span(span_view(s))]
+    others = [s for s in spans if not is_tool_span(span_view(s))]
+    return tools, others
+
+
+def per_span_ns(fn: Callable[[ReadableSpan], None], spans: list[ReadableSpan]) -> float:
+    start = time.perf_counter_ns()
+    for s in spans:
+        fn(s)
+    return (time.perf_counter_ns() - start) / len(spans)
+
+
+def worker_ns(spans: list[ReadableSpan]) -> float:
+    """Time for loopwatch's worker to read and assemble ``spans`` (queue pre-filled)."""
+    processor = LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry())
+    with processor._lock:  # hold the worker while the queue fills, then time the drain
+        for s in spans:
+            processor.on_end(s)
+        start = time.perf_counter_ns()
+        processor._drain()
+        elapsed = time.perf_counter_ns() - start
+    processor.shutdown()
+    return elapsed / len(spans)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args(argv)
+
+    results: dict[str, dict[str, list[float]]] = {}
+    for r in range(args.rounds):
+        tools, others = make_spans(args.turns, seed=r)  # fresh span ids every round
+        for kind, spans in (("tool", tools), ("other", others)):
+            res = results.setdefault(kind, {"batch": [], "on_end": [], "worker": []})
+            batch = BatchSpanProcessor(NullExporter(), max_queue_size=10**6)
+            loop = LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry())
+            # interleave, so both see the same machine
+            if r % 2:
+                res["batch"].append(per_span_ns(batch.on_end, spans))
+                res["on_end"].append(per_span_ns(loop.on_end, spans))
+            else:
+                res["on_end"].append(per_span_ns(loop.on_end, spans))
+                res["batch"].append(per_span_ns(batch.on_end, spans))
+            batch.shutdown()
+            loop.shutdown()
+            res["worker"].append(worker_ns(spans))
+        print(f"  round {r + 1}/{args.rounds}", file=sys.stderr)
+
+    print(f"spans per round: tool {len(tools)}, other {len(others)}; rounds {args.rounds}")
+    print(
+        f"{'kind':<6} {'Batch on_end':>13} {'loopwatch on_end':>17} {'ratio':>6} {'goal':>5}"
+        f" {'worker':>9} {'(on_end+worker)/Batch':>22}"
+    )
+    for kind, goal in (("tool", 1.0), ("other", 0.25)):
+        res = results[kind]
+        b, o, w = (statistics.median(res[k]) for k in ("batch", "on_end", "worker"))
+        print(
+            f"{kind:<6} {b:>10.0f} ns {o:>14.0f} ns {o / b:>5.2f}x {goal:>4.2f}x"
+            f" {w:>6.0f} ns {(o + w) / b:>21.1f}x"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
