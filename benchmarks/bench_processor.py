@@ -4,7 +4,7 @@
 
 Reports medians over interleaved rounds and their ratio (the machine is shared and noisy, so
 absolute times drift; the ratio is the figure). Three numbers per span kind:
-- on_end: what the agent's thread pays (the goal: tool <= 1.0x, other <= 0.25x of BatchSpanProcessor)
+- on_end: what the agent's thread pays (goal: tool <= 1.0x, other <= 0.25x of Batch's)
 - worker: what loopwatch's background thread then spends reading and assembling the span
 - total: both, against BatchSpanProcessor.on_end (loopwatch does far more work; it just does it
   off the agent's thread)
