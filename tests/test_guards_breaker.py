@@ -1,0 +1,332 @@
+"""The loop breaker: exact counts on the two incidents, and its decisions through the processor."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode, Tracer
+
+from loopwatch.core.config import Config
+from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.core.records import GUARD_DECISIONS
+from loopwatch.demo.scenarios import SEARCH_QUERIES, TICKET_SUMMARIES
+from loopwatch.guards import LoopBreaker, TerminalResult, current_turn
+from loopwatch.guards.breaker import BreakerTurn
+from tests.fixtures.tools.tickets import TicketService
+from tests.helpers import Pipeline, S, span
+
+CONFIG = Config(
+    tools={
+        "create_ticket": ToolDeclaration(identity=("customer_id", "order_id")),
+        "search_orders": ToolDeclaration(identity=("customer_id",), result="rows"),
+    }
+)
+
+
+def _ticket_args(summary: str, order: str = "88214") -> dict[str, str]:
+    return {"customer_id": "c_40912", "order_id": order, "summary": summary}
+
+
+def _replay_tickets(turn: BreakerTurn, service: TicketService) -> list[Any]:
+    """The fourteen regenerated calls, each answered by the service or by the breaker."""
+    answers: list[Any] = []
+    for summary in TICKET_SUMMARIES:
+        args = _ticket_args(summary)
+        try:
+            answers.append(turn.call("create_ticket", args, lambda a=args: service.create(**a)))
+        except TimeoutError as e:
+            answers.append(e)
+    return answers
+
+
+def test_cap_two_lets_three_tickets_through_and_stops_the_fourth() -> None:
+    service = TicketService()
+    with LoopBreaker(CONFIG).turn() as turn:
+        answers = _replay_tickets(turn, service)
+    assert len(service.requests) == 3
+    assert len(service.tickets) == 3
+    assert [type(a).__name__ for a in answers[:4]] == [
+        "TimeoutError",
+        "TimeoutError",
+        "TimeoutError",
+        "TerminalResult",
+    ]
+    stops = [a for a in answers if isinstance(a, TerminalResult)]
+    assert len(stops) == 11
+    first = stops[0]
+    assert (first.decision, first.tool, first.error_class, first.attempts) == (
+        "stopped",
+        "create_ticket",
+        "timeout",
+        3,
+    )
+    text = str(first)
+    assert "outcome is unknown" in text
+    assert "may have succeeded" in text
+    assert "Do not retry" in text
+    assert "customer_id and order_id" in text
+    assert "c_40912" not in text and "88214" not in text  # no argument values
+    assert turn.tools_disabled
+    assert len(turn.decisions) == 11
+    assert list(turn.attempts().values()) == [3]
+
+
+def test_cap_is_configurable_and_defaults_follow_the_loop_threshold() -> None:
+    service = TicketService()
+    with LoopBreaker(CONFIG, cap=0).turn() as turn:
+        _replay_tickets(turn, service)
+    assert len(service.tickets) == 1
+    service = TicketService()
+    config = Config(loop_threshold=5, tools=CONFIG.tools)
+    with LoopBreaker(config).turn() as turn:
+        _replay_tickets(turn, service)
+    assert len(service.tickets) == 5
+
+
+def test_bulk_turn_for_twelve_orders_is_not_stopped() -> None:
+    service = TicketService()
+    with LoopBreaker(CONFIG).turn() as turn:
+        for i in range(12):
+            args = _ticket_args("Refund missing", order=str(88200 + i))
+            with pytest.raises(TimeoutError):
+                turn.call("create_ticket", args, lambda a=args: service.create(**a))
+    assert len(service.tickets) == 12
+    assert turn.decisions == ()
+    assert not turn.tools_disabled
+
+
+def test_eleven_empty_searches_stop_after_the_no_rows_backstop() -> None:
+    ran: list[str] = []
+    with LoopBreaker(CONFIG).turn() as turn:
+        answers = [
+            turn.call(
+                "search_orders",
+                {"query": q, "customer_id": "c_40912"},
+                lambda q=q: ran.append(q) or [],
+            )
+            for q in SEARCH_QUERIES
+        ]
+    # the identity (customer_id) repeats with outcome "empty": the cap stops the fourth
+    assert len(ran) == 3
+    assert [a for a in answers if not isinstance(a, TerminalResult)] == [[], [], []]
+    assert {d.decision for d in turn.decisions} == {"stopped"}
+    assert "returned nothing" in str(turn.decisions[0])
+
+
+def test_no_rows_backstop_catches_searches_with_different_identities() -> None:
+    ran: list[str] = []
+    with LoopBreaker(CONFIG).turn() as turn:
+        answers = [
+            turn.call(
+                "search_orders",
+                {"query": q, "customer_id": f"c_{i}"},
+                lambda q=q: ran.append(q) or {"results": []},
+            )
+            for i, q in enumerate(SEARCH_QUERIES)
+        ]
+    assert len(ran) == 3
+    stop = answers[3]
+    assert isinstance(stop, TerminalResult)
+    assert (stop.decision, stop.attempts) == ("no_rows_stopped", 3)
+    assert "no rows 3 times in a row" in str(stop)
+    assert len(turn.decisions) == 8
+
+
+def test_rows_reset_the_no_rows_streak() -> None:
+    results = [[], [], [{"order_id": "1"}], [], [], []]
+    with LoopBreaker(CONFIG, no_rows=3).turn() as turn:
+        answers = [
+            turn.call("search_orders", {"query": str(i), "customer_id": f"c_{i}"}, lambda r=r: r)
+            for i, r in enumerate(results)
+        ]
+    assert not any(isinstance(a, TerminalResult) for a in answers)
+
+
+def test_budget_is_an_outer_bound() -> None:
+    with LoopBreaker(CONFIG, budget=5).turn() as turn:
+        answers = [turn.call("lookup", {"q": str(i)}, lambda i=i: {"row": i}) for i in range(8)]
+    assert [isinstance(a, TerminalResult) for a in answers] == [False] * 5 + [True] * 3
+    assert {d.decision for d in turn.decisions} == {"budget_exhausted"}
+    assert turn.calls_run == 5
+
+
+def test_each_error_class_gets_its_own_key_and_wording() -> None:
+    args = _ticket_args("x")
+
+    def fail(e: Exception) -> Any:
+        raise e
+
+    with LoopBreaker(CONFIG).turn() as turn:
+        for _ in range(2):
+            with pytest.raises(ValueError):
+                turn.call("create_ticket", args, lambda: fail(ValueError("invalid priority")))
+        for _ in range(3):
+            with pytest.raises(PermissionError):
+                turn.call("create_ticket", args, lambda: fail(PermissionError("403 forbidden")))
+        stop = turn.call("create_ticket", args, lambda: "T-1")
+    assert isinstance(stop, TerminalResult)
+    assert stop.error_class == "unauthorized"
+    assert "not authorized" in str(stop)
+    assert sorted(turn.attempts().values()) == [2, 3]
+
+
+def test_error_text_returned_as_result_counts_as_that_error() -> None:
+    with LoopBreaker(CONFIG).turn() as turn:
+        for _ in range(3):
+            turn.call("create_ticket", _ticket_args("x"), lambda: "Error: rate limit exceeded")
+        stop = turn.call("create_ticket", _ticket_args("y"), lambda: "T-1")
+    assert isinstance(stop, TerminalResult)
+    assert stop.error_class == "rate_limited"
+
+
+def test_parallel_identical_calls_count_while_in_flight() -> None:
+    gate = threading.Event()
+    started = threading.Barrier(4)  # three calls and this thread
+    out: list[Any] = []
+
+    def slow() -> str:
+        started.wait(5)
+        gate.wait(5)
+        return "T-1"
+
+    with LoopBreaker(CONFIG).turn() as turn:
+        threads = [
+            threading.Thread(
+                target=lambda: out.append(turn.call("create_ticket", _ticket_args("a"), slow))
+            )
+            for _ in range(3)
+        ]
+        for t in threads:
+            t.start()
+        started.wait(5)
+        fourth = turn.call("create_ticket", _ticket_args("b"), lambda: "T-2")
+        gate.set()
+        for t in threads:
+            t.join(5)
+    assert out == ["T-1", "T-1", "T-1"]
+    assert isinstance(fourth, TerminalResult)
+    assert "still running" in str(fourth)
+
+
+def test_turns_are_isolated_and_async_calls_are_counted() -> None:
+    breaker = LoopBreaker(CONFIG)
+
+    async def one_turn() -> int:
+        with breaker.turn() as turn:
+            assert current_turn() is turn
+            ran = 0
+            for summary in TICKET_SUMMARIES:
+
+                async def create() -> str:
+                    nonlocal ran
+                    ran += 1
+                    await asyncio.sleep(0)
+                    return "T-1"
+
+                await turn.acall("create_ticket", _ticket_args(summary), create)
+            return ran
+
+    async def both() -> list[int]:
+        return list(await asyncio.gather(one_turn(), one_turn()))
+
+    assert asyncio.run(both()) == [3, 3]
+    assert current_turn() is None
+
+
+def test_invalid_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="cap"):
+        LoopBreaker(cap=-1)
+    with pytest.raises(ValueError, match="budget"):
+        LoopBreaker(budget=0)
+
+
+# -- through the real SDK and processor ------------------------------------------------------
+
+
+def _tool_span_call(tracer: Tracer, turn: BreakerTurn, t: int, summary: str) -> int:
+    """One create_ticket call inside a GenAI execute_tool span, as an instrumented framework
+    would trace it; the breaker runs inside that span."""
+    args = _ticket_args(summary)
+    attrs = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "create_ticket",
+        "gen_ai.tool.call.arguments": json.dumps(args),
+    }
+    end = t + 30 * S
+    s = tracer.start_span("execute_tool create_ticket", start_time=t, attributes=attrs)
+    with trace.use_span(s, end_on_exit=False):
+        try:
+            answer = turn.call("create_ticket", args, lambda: TicketService().create(**args))
+        except TimeoutError as e:
+            s.record_exception(e)
+            s.set_status(Status(StatusCode.ERROR, str(e)))
+        else:
+            assert isinstance(answer, TerminalResult)
+            s.set_attribute("gen_ai.tool.call.result", str(answer))
+    s.end(end_time=end)
+    return end
+
+
+def test_decisions_are_counted_by_the_processor_not_as_attempts() -> None:
+    p = Pipeline(CONFIG)
+    try:
+        with LoopBreaker(CONFIG).turn() as turn:
+            root_attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}
+            with span(p.tracer, "invoke_agent support", 1000 * S, 2000 * S, root_attrs):
+                t = 1000 * S
+                for summary in TICKET_SUMMARIES:
+                    t = _tool_span_call(p.tracer, turn, t, summary)
+        assert p.value("loopwatch_turns_total") == 1
+        assert p.value("loopwatch_tool_calls_total", tool="create_ticket") == 3
+        assert p.value("loopwatch_tool_calls_total", error_class="timeout") == 3
+        assert p.value("loopwatch_turn_max_attempts_sum") == 3
+        assert p.value("loopwatch_over_cap_seconds_total") == 0
+        assert p.value("loopwatch_loops_total", error_class="timeout", kind="repeat") == 1
+        assert (
+            p.value(
+                "loopwatch_guard_decisions_total",
+                service="support-agent",
+                agent="support",
+                tool="create_ticket",
+                decision="stopped",
+            )
+            == 11
+        )
+        assert p.value("loopwatch_guard_decisions_total") == 11
+    finally:
+        p.close()
+
+
+def test_without_a_tool_span_the_breaker_emits_its_own() -> None:
+    p = Pipeline(CONFIG)
+    try:
+        breaker = LoopBreaker(CONFIG, budget=1, tracer_provider=p.provider)
+        with breaker.turn() as turn:
+            root_attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}
+            with span(p.tracer, "invoke_agent support", 1000 * S, 2000 * S, root_attrs):
+                turn.call("lookup", {"q": "a"}, lambda: [1])
+                turn.call("lookup", {"q": "b"}, lambda: [1])
+                turn.call("lookup", {"q": "c"}, lambda: [1])
+        assert p.value("loopwatch_guard_decisions_total", decision="budget_exhausted") == 2
+        assert p.value("loopwatch_guard_decisions_total", agent="support") == 2
+        assert p.value("loopwatch_tool_calls_total") == 0
+    finally:
+        p.close()
+
+
+def test_decision_names_are_the_cores() -> None:
+    from loopwatch.guards import terminal
+
+    names = {
+        terminal.STOPPED,
+        terminal.NO_ROWS_STOPPED,
+        terminal.BUDGET_EXHAUSTED,
+        terminal.SUPPRESSED,
+        terminal.CIRCUIT_OPEN,
+    }
+    assert names == GUARD_DECISIONS
