@@ -142,3 +142,24 @@ def free_port() -> int:
 def drain(process: subprocess.Popen[str]) -> Any:
     assert process.stderr is not None
     return process.stderr.read()
+
+
+def request_for(*turns: Any, service: str = "support-agent", start_s: int = 1000) -> Any:
+    """An ``ExportTraceServiceRequest`` holding the given demo turns, as the exporter encodes."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from loopwatch.demo.emit import emit_turn
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("test")
+    t = start_s * 1_000_000_000
+    for turn in turns:
+        t = emit_turn(tracer, turn, t) + 1_000_000_000
+    provider.shutdown()
+    return encode_spans(list(memory.get_finished_spans()))
