@@ -1,0 +1,196 @@
+"""OpenAI Agents SDK with guarded tools: the fourteen-ticket incident from a scripted Model,
+offline (the SDK's trace export is replaced by the OpenInference bridge to a local pipeline)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from loopwatch.core.config import Config
+from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.demo.scenarios import TICKET_SUMMARIES
+from loopwatch.guards import LoopBreaker, idempotency_key
+from loopwatch.guards.openai_agents import guard_agent, run
+from tests.fixtures.tools.tickets import TicketService
+from tests.helpers import Pipeline
+
+pytestmark = pytest.mark.frameworks
+
+CONFIG = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})
+CUSTOMER, ORDER = "c_40912", "88214"
+
+
+@pytest.fixture(autouse=True)
+def no_export() -> Iterator[None]:
+    """Nothing leaves the process: the SDK's default exporter (to OpenAI) is removed."""
+    from agents import set_trace_processors
+
+    set_trace_processors([])
+    yield
+    set_trace_processors([])
+
+
+@pytest.fixture
+def pipeline() -> Iterator[Pipeline]:
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    p = Pipeline(CONFIG)
+    instrumentor = OpenAIAgentsInstrumentor()
+    instrumentor.instrument(tracer_provider=p.provider)
+    yield p
+    instrumentor.uninstrument()
+    p.close()
+
+
+def _model(orders: list[list[str]]) -> Any:
+    """A Model that sends the tool calls of ``orders[step]`` (one create_ticket per order,
+    reworded per step) while tools are offered, then answers with the last tool output."""
+    from agents import Usage
+    from agents.items import ModelResponse
+    from agents.models.interface import Model
+    from openai.types.responses import (
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseOutputText,
+    )
+
+    class ScriptedModel(Model):
+        def __init__(self) -> None:
+            self.step = 0
+            self.tools_offered: list[int] = []
+
+        async def get_response(
+            self,
+            system_instructions: Any,
+            input: Any,
+            model_settings: Any,
+            tools: Any,
+            *args: Any,
+            **kwargs: Any,
+        ) -> ModelResponse:
+            i, self.step = self.step, self.step + 1
+            self.tools_offered.append(len(tools))
+            output: list[Any]
+            if tools and i < len(orders):
+                output = [
+                    ResponseFunctionToolCall(
+                        type="function_call",
+                        id=f"fc_{i}_{j}",
+                        call_id=f"call_{i}_{j}",
+                        name="create_ticket",
+                        arguments=json.dumps(
+                            {
+                                "customer_id": CUSTOMER,
+                                "order_id": order,
+                                "summary": TICKET_SUMMARIES[i % len(TICKET_SUMMARIES)],
+                            }
+                        ),
+                        status="completed",
+                    )
+                    for j, order in enumerate(orders[i])
+                ]
+            else:
+                outputs = [
+                    item["output"]
+                    for item in input
+                    if isinstance(item, dict) and item.get("type") == "function_call_output"
+                ]
+                text = ResponseOutputText(
+                    type="output_text",
+                    text=f"Update on your refund: {outputs[-1]}",
+                    annotations=[],
+                )
+                output = [
+                    ResponseOutputMessage(
+                        type="message",
+                        id="msg_final",
+                        role="assistant",
+                        status="completed",
+                        content=[text],
+                    )
+                ]
+            return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError("the scripted model does not stream")
+
+    return ScriptedModel()
+
+
+def _agent(model: Any, service: TicketService, with_key: bool = False) -> Any:
+    from agents import Agent, function_tool
+
+    # failure_error_function=None: the exception reaches the guard, which knows its class
+    @function_tool(failure_error_function=None)
+    def create_ticket(customer_id: str, order_id: str, summary: str) -> str:
+        """Open a support ticket for an order."""
+        args = {"customer_id": customer_id, "order_id": order_id, "summary": summary}
+        key = idempotency_key("create_ticket", args, CONFIG) if with_key else None
+        return service.create(customer_id, order_id, summary, idempotency_key=key)
+
+    return Agent(name="support", model=model, tools=[create_ticket])
+
+
+def _run(agent: Any, breaker: LoopBreaker) -> str:
+    from agents import RunConfig
+
+    result, _ = asyncio.run(
+        run(
+            agent,
+            "Where is my refund for the boots?",
+            breaker,
+            max_turns=30,
+            run_config=RunConfig(workflow_name="support"),
+        )
+    )
+    return str(result.final_output)
+
+
+def test_cap_two_creates_exactly_three_tickets_and_answers_honestly(pipeline: Pipeline) -> None:
+    service = TicketService()
+    model = _model([[ORDER]] * 14)
+    output = _run(guard_agent(_agent(model, service)), LoopBreaker(CONFIG))
+    assert len(service.requests) == 3
+    assert len(service.tickets) == 3
+    assert output.startswith("Update on your refund: STOPPED by loopwatch")
+    assert "outcome is unknown" in output and "Do not retry" in output
+    assert model.tools_offered == [1, 1, 1, 1, 0]
+    p = pipeline
+    assert p.value("loopwatch_tool_calls_total", tool="create_ticket", error_class="timeout") == 3
+    assert p.value("loopwatch_tool_calls_total") == 3
+    assert p.value("loopwatch_turn_max_attempts_sum") == 3
+    assert p.value("loopwatch_guard_decisions_total", tool="create_ticket", decision="stopped") == 1
+
+
+def test_idempotency_key_to_a_service_that_honours_it_leaves_one_ticket() -> None:
+    service = TicketService(honours_keys=True)
+    model = _model([[ORDER]] * 14)
+    output = _run(guard_agent(_agent(model, service, with_key=True)), LoopBreaker(CONFIG, cap=20))
+    assert len(service.requests) == 14
+    assert len(service.tickets) == 1
+    assert (
+        output
+        == "Update on your refund: Error: TimeoutError: ticket service did not answer within 30s"
+    )
+
+
+def test_bulk_turn_for_twelve_orders_is_not_stopped() -> None:
+    service = TicketService()  # every order times out once: twelve keys of one attempt
+    model = _model([[str(88200 + i)] for i in range(12)])
+    output = _run(guard_agent(_agent(model, service)), LoopBreaker(CONFIG))
+    assert len(service.tickets) == 12
+    assert "STOPPED" not in output
+    assert model.tools_offered == [1] * 12 + [1]
+
+
+def test_a_guarded_tool_outside_a_turn_says_how_to_run_it() -> None:
+    from agents import Runner
+    from agents.exceptions import UserError
+
+    agent = guard_agent(_agent(_model([[ORDER]]), TicketService()))
+    with pytest.raises(UserError, match="outside a turn"):
+        asyncio.run(Runner.run(agent, "hi"))
