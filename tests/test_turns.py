@@ -110,3 +110,55 @@ def test_model_is_the_llm_span_before_the_worst_key() -> None:
     (search,) = summary.tools
     assert search.no_rows_streak == 3
     assert search.loops == (("ok", "no_rows"),)
+
+
+def test_turns_under_a_long_lived_root_are_finalized_when_their_agent_ends() -> None:
+    from loopwatch.core.declarations import ToolDeclaration
+    from loopwatch.demo.emit import emit_turn
+    from loopwatch.demo.scenarios import fourteen_tickets
+    from tests.helpers import Pipeline, S
+
+    p = Pipeline(Config(tools={"create_ticket": ToolDeclaration(identity=("order_id",))}))
+    batch = p.tracer.start_span("nightly batch", start_time=S)
+    from opentelemetry import trace
+
+    with trace.use_span(batch, end_on_exit=False):
+        t = 2 * S
+        for n in range(3):
+            t = emit_turn(p.tracer, fourteen_tickets(), t)
+            # the batch span is still open, yet each agent's turn is already counted
+            assert p.value("loopwatch_turns_total") == n + 1
+            assert p.value("loopwatch_turn_max_attempts_sum") == 14 * (n + 1)
+    batch.end(end_time=t + S)
+    assert p.value("loopwatch_turns_total") == 3  # the root adds no empty turn
+    assert p.value("loopwatch_open_turns") == 0
+    p.close()
+
+
+def test_an_agent_run_inside_a_tool_is_part_of_the_outer_turn() -> None:
+    from opentelemetry import trace
+
+    from tests.helpers import Pipeline, S
+
+    p = Pipeline(Config())
+    tracer = p.tracer
+    outer = tracer.start_span("invoke_agent outer", start_time=S, attributes=AGENT)
+    with trace.use_span(outer, end_on_exit=False):
+        call = tracer.start_span(
+            "execute_tool delegate", start_time=2 * S, attributes=tool("delegate")
+        )
+        with trace.use_span(call, end_on_exit=False):
+            inner = tracer.start_span("invoke_agent inner", start_time=3 * S, attributes=AGENT)
+            with trace.use_span(inner, end_on_exit=False):
+                for i in range(3):
+                    tracer.start_span(
+                        "execute_tool search", start_time=(4 + i) * S, attributes=tool()
+                    ).end(end_time=(5 + i) * S)
+            inner.end(end_time=8 * S)
+        call.end(end_time=9 * S)
+    assert p.value("loopwatch_turns_total") == 0  # the outer agent is still running
+    outer.end(end_time=10 * S)
+    assert p.value("loopwatch_turns_total") == 1
+    assert p.value("loopwatch_turn_max_attempts_sum") == 3
+    assert p.value("loopwatch_tool_calls_total") == 4
+    p.close()

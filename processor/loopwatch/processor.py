@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import StatusCode
 from prometheus_client import CollectorRegistry
 
+from loopwatch.conventions.read import is_turn_span
 from loopwatch.core.assembler import DROP_ERROR, TurnAssembler
 from loopwatch.core.config import Config, load_config
 from loopwatch.core.sink import Sink
@@ -73,7 +74,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
             else LoopwatchMetrics(registry, label_limit=self.config.label_limit)
         )
         self._assembler = TurnAssembler(self.config, self.sink)
-        self._queue: deque[ReadableSpan] = deque()
+        self._queue: deque[ReadableSpan | tuple[Span]] = deque()
         self._limit = self.config.queue_spans
         # one entry per span dropped at the queue bound; deque.append is atomic under the GIL
         self._queue_drops: deque[None] = deque()
@@ -88,7 +89,11 @@ class LoopwatchSpanProcessor(SpanProcessor):
 
     # -- the agent's thread -------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        return None
+        # Starts matter only to tell an outermost agent span when it ends; the worker decides.
+        if len(self._queue) < self._limit:
+            self._queue.append((span,))  # a 1-tuple marks a start: cheaper than any object
+        else:
+            self._queue_drops.append(None)
 
     def on_end(self, span: ReadableSpan) -> None:
         if len(self._queue) < self._limit:
@@ -152,11 +157,21 @@ class LoopwatchSpanProcessor(SpanProcessor):
 
     def _drain(self) -> None:
         queue = self._queue
-        add = self._assembler.add
+        assembler = self._assembler
         while queue:
-            span = queue.popleft()
+            item = queue.popleft()
             try:
-                add(span_view(span))
+                if isinstance(item, tuple):
+                    span = item[0]
+                    ctx, parent = span.context, span.parent
+                    assembler.span_started(
+                        ctx.trace_id,
+                        ctx.span_id,
+                        parent.span_id if parent is not None and not parent.is_remote else None,
+                        is_turn_span(span.name or "", span.attributes or {}),
+                    )
+                else:
+                    assembler.add(span_view(item))
             except Exception:
                 log.debug("loopwatch: span not read", exc_info=True)
                 self._safe(self.sink.dropped, DROP_ERROR)

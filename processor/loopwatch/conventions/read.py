@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from loopwatch.conventions import frameworks, genai, openllmetry
@@ -13,7 +14,8 @@ from loopwatch.conventions.openinference import OPENINFERENCE
 from loopwatch.conventions.openllmetry import OPENLLMETRY
 from loopwatch.conventions.payloads import decode_arguments, decode_result, parse_text
 from loopwatch.core.config import Config
-from loopwatch.core.identity import short_hash
+from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.core.identity import MISSING, get_path, short_hash
 from loopwatch.core.keys import attempt_key
 from loopwatch.core.outcomes import OK, classify_error, error_text_in_result, result_fingerprint
 from loopwatch.core.records import (
@@ -83,13 +85,13 @@ def is_tool_span(span: SpanView) -> bool:
     )
 
 
-def _is_turn(span: SpanView) -> bool:
-    name = span.name
+def is_turn_span(name: str, attributes: Mapping[str, Any]) -> bool:
+    """An agent or workflow span (a turn when outermost and holding tool calls)."""
     return (
-        _matches(span.attributes, _TURN_MARKERS)
+        _matches(attributes, _TURN_MARKERS)
         or name.startswith(genai.TURN_NAME_PREFIXES)
         or name in genai.TURN_SPAN_NAMES
-        or frameworks.is_langgraph_graph(span.attributes)
+        or frameworks.is_langgraph_graph(attributes)
     )
 
 
@@ -97,7 +99,7 @@ def read_span(span: SpanView, config: Config) -> Record:
     """Classify a span and read what loopwatch needs from it."""
     if is_tool_span(span):
         return _tool_call(span, config)
-    if _is_turn(span):
+    if is_turn_span(span.name, span.attributes):
         return TurnMark(
             span.span_id,
             span.parent_id,
@@ -203,7 +205,7 @@ def _error_evidence(
     logfire_error = attrs.get("error") if span.name == LOGFIRE_FUNCTION_SPAN else None
     if logfire_error:
         errored = True
-        messages.append(str(logfire_error))
+        messages.append(frameworks.logfire_error_text(logfire_error))
     if result_error:
         errored = True
         messages.append(result_error)
@@ -211,6 +213,8 @@ def _error_evidence(
         # A failed call's result is what the model was told (pydantic-ai's retry prompt, an
         # OpenAI Agents error function's text): the last place a class can be read from.
         messages.append(result_text[:500])
+    # Exception classes named inside those texts count as types (read before any message).
+    types.extend(t for t in map(frameworks.error_type_in_text, messages) if t)
     return errored, types, messages
 
 
@@ -223,6 +227,8 @@ def _tool_call(span: SpanView, config: Config) -> ToolCall:
     if known and frameworks.adk_content_disabled(attrs):
         known = False
     result_known, result, envelope_error = decode_result(raw_result)
+    if result_known and frameworks.adk_result_disabled(attrs):
+        result_known, result = False, None
     result_error = envelope_error
     if result_known and result_error is None:
         result_error = frameworks.framework_error_result(result) or error_text_in_result(result)
@@ -243,7 +249,13 @@ def _tool_call(span: SpanView, config: Config) -> ToolCall:
         span.start_ns,
         span.end_ns,
         tool=tool,
-        key=attempt_key(tool, arguments, outcome, declaration, arguments_known=known),
+        key=attempt_key(
+            tool,
+            arguments,
+            outcome,
+            _keying_declaration(arguments, declaration),
+            arguments_known=known,
+        ),
         error_class=error_class,
         result=fingerprint,
         arguments_known=known,
@@ -251,6 +263,23 @@ def _tool_call(span: SpanView, config: Config) -> ToolCall:
         agent=_text(_first(attrs, _TOOL_AGENT)),
         guard=_guard_decision(span),
     )
+
+
+def _keying_declaration(
+    arguments: Any, declaration: ToolDeclaration | None
+) -> ToolDeclaration | None:
+    """The declaration to key with: without its identity when none of the identity fields can
+    be read from the arguments (positional arguments, another shape), so that such calls key on
+    their whole arguments instead of all collapsing into one identity of nulls."""
+    fields = declaration.identity if declaration is not None else None
+    if declaration is None or not fields or declaration.whole_arguments:
+        return declaration
+    if not isinstance(arguments, dict | list):
+        # a bare value stands for the one declared field (core.identity), never for several
+        return declaration if len(fields) == 1 else replace(declaration, identity=None)
+    if any(get_path(arguments, f) is not MISSING for f in fields):
+        return declaration
+    return replace(declaration, identity=None)
 
 
 def _guard_decision(span: SpanView) -> str | None:

@@ -22,7 +22,7 @@ from loopwatch.core.records import (
 from loopwatch.core.sink import Sink
 from loopwatch.core.spans import SpanView
 from loopwatch.core.summary import summarize
-from loopwatch.core.turns import split_turns
+from loopwatch.core.turns import ancestry, split_turns
 
 # Drop reasons (loopwatch_spans_dropped_total{reason}) and eviction reasons.
 DROP_TURN_FULL = "turn_full"
@@ -50,6 +50,11 @@ class _Trace:
     last_seen: float
     records: dict[int, Record] = field(default_factory=dict)
     root_seen_at: float | None = None
+    # seen at their start (in process): each span's parent, and which are agent/workflow spans,
+    # so an agent span that ends can tell whether it is outermost
+    started_parents: dict[int, int | None] = field(default_factory=dict)
+    started_turns: set[int] = field(default_factory=set)
+    turns_emitted: int = 0
 
 
 class TurnAssembler:
@@ -68,6 +73,44 @@ class TurnAssembler:
     def open_turns(self) -> int:
         return len(self._traces)
 
+    def _trace(self, trace_id: int, service: str) -> _Trace:
+        now = self.clock()
+        trace = self._traces.get(trace_id)
+        if trace is None:
+            if len(self._traces) >= self.config.max_open_turns:
+                oldest = next(iter(self._traces))
+                self.finalize(oldest, EVICT_CAPACITY)
+            trace = self._traces[trace_id] = _Trace(service, now)
+        else:
+            trace.last_seen = now
+            self._traces.move_to_end(trace_id)
+        return trace
+
+    def span_started(
+        self, trace_id: int, span_id: int, parent_id: int | None, is_turn: bool
+    ) -> None:
+        """A span started (in process, from ``on_start``)."""
+        if trace_id in self._finalized:
+            return
+        trace = self._trace(trace_id, "unknown")
+        if len(trace.started_parents) < self.config.max_spans_per_turn:
+            trace.started_parents[span_id] = parent_id
+            if is_turn:
+                trace.started_turns.add(span_id)
+
+    @staticmethod
+    def _outermost_turn(trace: _Trace, span_id: int) -> bool:
+        if span_id not in trace.started_turns:
+            return False
+        node = trace.started_parents.get(span_id)
+        seen: set[int] = set()
+        while node is not None and node not in seen:
+            if node in trace.started_turns:
+                return False
+            seen.add(node)
+            node = trace.started_parents.get(node)
+        return True
+
     def add(self, span: SpanView, *, root_finalizes: bool = True) -> None:
         """Read one finished span. With ``root_finalizes`` (in process) a local root's end
         finalizes its trace at once; the service passes False and finalizes after a grace."""
@@ -77,40 +120,62 @@ class TurnAssembler:
         if trace_id in self._finalized:
             self.sink.late()
             return
-        now = self.clock()
-        trace = self._traces.get(trace_id)
-        if trace is None:
-            if len(self._traces) >= self.config.max_open_turns:
-                oldest = next(iter(self._traces))
-                self.finalize(oldest, EVICT_CAPACITY)
-            trace = self._traces[trace_id] = _Trace(span.service, now)
-        else:
-            trace.last_seen = now
-            self._traces.move_to_end(trace_id)
+        trace = self._trace(trace_id, span.service)
         if len(trace.records) >= self.config.max_spans_per_turn:
             self.sink.dropped(DROP_TURN_FULL)
             return
         trace.records[span.span_id] = record
         if span.parent_id is None:
             trace.service = span.service
-            trace.root_seen_at = now
+            trace.root_seen_at = trace.last_seen
             if root_finalizes:
                 self.finalize(trace_id)
                 return
+        elif root_finalizes and self._outermost_turn(trace, span.span_id):
+            self._finalize_subtree(trace_id, trace, span.span_id)
         self.sink.open_turns(len(self._traces))
 
+    def _finalize_subtree(self, trace_id: int, trace: _Trace, anchor: int) -> None:
+        """An outermost agent span ended under a root that is still open (a batch job's span,
+        a long request): its turn is complete, so finalize it now rather than at the root."""
+        inside = {
+            span_id
+            for span_id, (top, outer) in ancestry(trace.records).items()
+            if outer == anchor or span_id == anchor
+        }
+        records = {span_id: trace.records[span_id] for span_id in inside}
+        if not any(isinstance(r, ToolCall) for r in records.values()):
+            return  # not a turn by itself: it stays with the rest of the trace
+        for span_id in inside:
+            del trace.records[span_id]
+        self._emit(trace_id, trace, records)
+
     def finalize(self, trace_id: int, evicted: str | None = None) -> None:
-        """Summarize every turn of the trace and forget its spans."""
+        """Summarize every turn of the trace and forget its spans. ``evicted`` says why a
+        trace is finalized before its root ended (counted per turn)."""
         trace = self._traces.pop(trace_id, None)
         if trace is None:
             return
-        self._finalized[trace_id] = None
-        limit = self.config.max_open_turns * _FINALIZED_MEMORY_FACTOR
-        while len(self._finalized) > limit:
-            self._finalized.popitem(last=False)
-        if evicted is not None:
-            self.sink.evicted(evicted)
-        for group in split_turns(trace.records):
+        self._emit(trace_id, trace, trace.records, evicted)
+        if trace.turns_emitted:
+            # only GenAI traces are remembered: their stragglers are late spans worth counting
+            self._finalized[trace_id] = None
+            limit = self.config.max_open_turns * _FINALIZED_MEMORY_FACTOR
+            while len(self._finalized) > limit:
+                self._finalized.popitem(last=False)
+        self.sink.open_turns(len(self._traces))
+
+    def _emit(
+        self,
+        trace_id: int,
+        trace: _Trace,
+        records: dict[int, Record],
+        evicted: str | None = None,
+    ) -> None:
+        for group in split_turns(records, allow_empty=trace.turns_emitted == 0):
+            trace.turns_emitted += 1
+            if evicted is not None:
+                self.sink.evicted(evicted)
             self.sink.turn(
                 summarize(
                     trace_id,
@@ -123,7 +188,6 @@ class TurnAssembler:
                     group.end_ns,
                 )
             )
-        self.sink.open_turns(len(self._traces))
 
     def sweep(self) -> None:
         """Finalize traces idle for longer than the idle timeout."""

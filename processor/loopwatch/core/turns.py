@@ -20,7 +20,7 @@ class TurnGroup:
     end_ns: int = 0
 
 
-def _ancestry(records: Mapping[int, Record]) -> dict[int, tuple[int, int | None]]:
+def ancestry(records: Mapping[int, Record]) -> dict[int, tuple[int, int | None]]:
     """span id -> (top-most known ancestor, outermost turn span at or above it); cycle-safe."""
     done: dict[int, tuple[int, int | None]] = {}
     for start in records:
@@ -45,13 +45,16 @@ def _ancestry(records: Mapping[int, Record]) -> dict[int, tuple[int, int | None]
     return done
 
 
-def split_turns(records: Mapping[int, Record]) -> list[TurnGroup]:
-    """Turns of the spans in ``records`` (one trace, or one local root's part of it)."""
-    ancestry = _ancestry(records)
+def split_turns(records: Mapping[int, Record], allow_empty: bool = True) -> list[TurnGroup]:
+    """Turns of the spans in ``records`` (one trace, or one local root's part of it).
+
+    ``allow_empty``: a trace without tool calls is one turn (False once the trace has had
+    turns finalized already, so its remainder does not count again)."""
+    up = ancestry(records)
     groups: dict[int, TurnGroup] = {}
     for span_id, rec in records.items():
         if isinstance(rec, ToolCall):
-            top, outer = ancestry[span_id]
+            top, outer = up[span_id]
             anchor = outer if outer is not None else top
             group = groups.get(anchor)
             if group is None:
@@ -60,19 +63,19 @@ def split_turns(records: Mapping[int, Record]) -> list[TurnGroup]:
                     anchor, turn if isinstance(turn, TurnMark) else None
                 )
             group.calls.append(rec)
-    if not groups:
+    if not groups and allow_empty:
         # A trace without tool calls is one turn if anything in it is GenAI at all.
         marks = [r for r in records.values() if isinstance(r, TurnMark | LlmMark)]
         if not marks:
             return []
         turns = [r for r in marks if isinstance(r, TurnMark)]
-        outermost = [t for t in turns if ancestry[t.span_id][1] == t.span_id]
+        outermost = [t for t in turns if up[t.span_id][1] == t.span_id]
         turn = min(outermost, key=lambda t: t.start_ns) if outermost else None
-        top = ancestry[marks[0].span_id][0]
+        top = up[marks[0].span_id][0]
         groups[top] = TurnGroup(top, turn)
     for span_id, rec in records.items():
         if isinstance(rec, LlmMark):
-            top, outer = ancestry[span_id]
+            top, outer = up[span_id]
             group = groups.get(outer) if outer is not None else None
             group = group or groups.get(top)
             if group is not None:
