@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 from loopwatch.core.config import ConfigError
 
 
@@ -21,3 +23,16 @@ def split_address(address: str, what: str) -> tuple[str, int]:
 
 def join_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def probe(host: str, port: int, what: str) -> None:
+    """Raise BindError if ``host:port`` cannot be bound now. grpc reports a failed bind only
+    on stderr in its own format; probing first gives the one-line message."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        socket.create_server((host, port), family=family).close()
+    except OSError as e:
+        address = join_address(host, port)
+        raise BindError(f"cannot listen for {what} on {address}: {e.strerror or e}") from None

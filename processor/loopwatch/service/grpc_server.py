@@ -8,7 +8,7 @@ from typing import Any
 import grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from loopwatch.service.addresses import BindError, join_address, split_address
+from loopwatch.service.addresses import BindError, join_address, probe, split_address
 from loopwatch.service.otlp import RequestError, parse_protobuf
 from loopwatch.service.pipeline import Pipeline
 from loopwatch.service.receive import Overloaded, accept
@@ -37,6 +37,7 @@ def _export(pipeline: Pipeline) -> Any:
 def start_grpc(address: str, pipeline: Pipeline, max_request_bytes: int) -> tuple[Any, str]:
     """Serve OTLP/gRPC on ``address``; returns the server and the bound ``HOST:PORT``."""
     host, port = split_address(address, "gRPC address")
+    probe(host, port, "OTLP/gRPC")
     server = grpc.server(
         ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="loopwatch-grpc"),
         options=[

@@ -37,6 +37,8 @@ class Pipeline:
         self._busy = False  # the worker holds a batch it has not finished
         self._cond = threading.Condition()
         self._stopping = False
+        # traces open at shutdown: (finalized as usual, finalized without their root)
+        self.finished_at_stop = (0, 0)
         self._worker = threading.Thread(target=self._run, name="loopwatch-pipeline", daemon=True)
         self._worker.start()
 
@@ -112,9 +114,12 @@ class Pipeline:
 
     def _finish(self) -> None:
         # a trace whose root is in ends as usual; the others were cut short by the shutdown
-        for trace_id, _ in self._assembler.pending_roots():
+        rooted = self._assembler.pending_roots()
+        for trace_id, _ in rooted:
             self._assembler.finalize(trace_id)
+        rest = self._assembler.open_turns
         self._assembler.finalize_all(EVICT_SHUTDOWN)
+        self.finished_at_stop = (len(rooted), rest)
 
     def _run(self) -> None:
         next_grace = next_sweep = 0.0

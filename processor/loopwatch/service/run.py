@@ -99,5 +99,9 @@ def run(args: argparse.Namespace) -> int:
     if not service.stop(timeout=STOP_SECONDS):
         log.error("open turns not finalized within %.0fs", STOP_SECONDS)
         return EXIT_START
-    log.info("stopped")
+    assert service.pipeline is not None
+    rooted, rootless = service.pipeline.finished_at_stop
+    log.info(
+        "stopped: finalized %d open traces (%d without their root)", rooted + rootless, rootless
+    )
     return 0

@@ -1,0 +1,131 @@
+"""``loopwatch serve`` as a process: SIGTERM finalizes open turns and exits in bounded time;
+bind and configuration errors exit non-zero with one clear line."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from loopwatch.demo.emit import emit_turn
+from loopwatch.demo.scenarios import fourteen_tickets
+from loopwatch.service.run import STOP_SECONDS
+from tests.test_service_support import drain, get, serve_process, wait_listening
+
+TOML = """
+[serve]
+grace_seconds = 600.0
+
+[tools.create_ticket]
+identity = ["customer_id", "order_id"]
+"""
+EPHEMERAL = ("--grpc-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0")
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "loopwatch.toml"
+    path.write_text(TOML)
+    return path
+
+
+def _metric(text: str, name: str) -> float | None:
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_sigterm_finalizes_open_turns_and_exits(config: Path) -> None:
+    process = serve_process("--config", str(config), *EPHEMERAL, "--metrics-address", "127.0.0.1:0")
+    try:
+        bound = wait_listening(process)
+        provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
+        provider.add_span_processor(
+            SimpleSpanProcessor(OTLPSpanExporter(endpoint=bound.grpc, insecure=True))
+        )
+        emit_turn(provider.get_tracer("t"), fourteen_tickets(), 1_000_000_000_000)
+        provider.shutdown()
+        deadline = time.monotonic() + 10
+        while True:  # the turn is open: its grace is ten minutes
+            text = get(bound.metrics, "/metrics")[1]
+            if _metric(text, "loopwatch_open_turns") == 1:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert _metric(text, "loopwatch_turns_total") is None
+        assert get(bound.metrics, "/readyz")[0] == 200
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=STOP_SECONDS + 5) == 0
+        assert time.monotonic() - started < STOP_SECONDS
+        log = drain(process)
+        assert "stopped: finalized 1 open traces (0 without their root)" in log
+        host, port = bound.grpc.rsplit(":", 1)
+        with pytest.raises(OSError), socket.create_connection((host, int(port)), timeout=2):
+            pass
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def taken() -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield f"127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("flag", ["--grpc-address", "--http-address", "--metrics-address"])
+def test_address_in_use_exits_1_with_one_line(taken: str, flag: str) -> None:
+    addresses = dict(zip(EPHEMERAL[::2], EPHEMERAL[1::2], strict=True))
+    addresses["--metrics-address"] = "127.0.0.1:0"
+    addresses[flag] = taken
+    args = [a for pair in addresses.items() for a in pair]
+    result = subprocess.run(
+        [sys.executable, "-m", "loopwatch.cli", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("loopwatch serve: cannot listen for ")
+    assert taken in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--grpc-address", "localhost"], "--grpc-address: expected HOST:PORT"),
+        (["--http-address", "127.0.0.1:99999"], "--http-address: expected HOST:PORT"),
+        (["--config", "/nonexistent/loopwatch.toml"], "no such file"),
+        (["--config", "BAD"], "unknown key serve.grace"),
+    ],
+)
+def test_configuration_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[serve]\ngrace = 3\n")
+    args = [str(bad) if a == "BAD" else a for a in args]
+    result = subprocess.run(
+        [sys.executable, "-m", "loopwatch.cli", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert message in result.stderr
