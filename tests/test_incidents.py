@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, GENAI, emit_turn
 from loopwatch.demo.scenarios import Call, Turn, eleven_empty_searches, fourteen_tickets
-
 from tests.helpers import Pipeline, S
 
 DECLARED = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})
@@ -131,3 +133,56 @@ def test_exemplar_carries_the_trace_id(declared: Pipeline) -> None:
     assert len(exemplars) == 1
     assert exemplars[0].value == 14
     assert len(exemplars[0].labels["trace_id"]) == 32
+
+
+def test_calls_without_arguments_are_counted_and_never_merged(declared: Pipeline) -> None:
+    from opentelemetry import trace
+    from opentelemetry.trace import Status, StatusCode
+
+    tracer = declared.tracer
+    root = tracer.start_span(
+        "invoke_agent support", start_time=S, attributes={"gen_ai.agent.name": "support"}
+    )
+    with trace.use_span(root, end_on_exit=False):
+        for i in range(6):
+            args = (
+                "__REDACTED__"
+                if i % 2
+                else json.dumps({"customer_id": "c_40912", "order_id": "88214", "summary": f"v{i}"})
+            )
+            span = tracer.start_span(
+                "create_ticket",
+                start_time=(2 + i) * S,
+                attributes={
+                    "openinference.span.kind": "TOOL",
+                    "tool.name": "create_ticket",
+                    "input.value": args,
+                },
+            )
+            span.record_exception(TimeoutError("timed out"))
+            span.set_status(Status(StatusCode.ERROR, "timed out"))
+            span.end(end_time=(3 + i) * S)
+    root.end(end_time=10 * S)
+    # three read calls are one key, three unreadable ones another: never one key of six
+    assert declared.value("loopwatch_turn_max_attempts_sum") == 3
+    assert declared.value("loopwatch_repeat_calls_total", error_class="timeout") == 4
+    assert declared.value("loopwatch_calls_without_arguments_total", tool="create_ticket") == 3
+
+
+def test_tool_version_and_first_seen_markers(declared: Pipeline) -> None:
+    turn = fourteen_tickets()
+    described = Turn(turn.agent, turn.model, turn.calls[:2], {"create_ticket": "Open a ticket."})
+    emit_turn(declared.tracer, described, 10 * S)
+    from loopwatch.core.identity import short_hash
+
+    version = short_hash("Open a ticket.", 8)
+    assert declared.value("loopwatch_tool_max_attempts_count", tool_version=version) == 1
+    assert (
+        declared.value(
+            "loopwatch_tool_version_first_seen_timestamp_seconds",
+            tool="create_ticket",
+            tool_version=version,
+        )
+        > 1.7e9
+    )
+    assert declared.value("loopwatch_model_first_seen_timestamp_seconds", model="gpt-4.1") > 1.7e9
