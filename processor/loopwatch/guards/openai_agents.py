@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
-from typing import Any
+from typing import Any, Literal
 
 from agents import Agent, FunctionTool, RunContextWrapper, Runner, RunResult
 from agents.tool_context import ToolContext
@@ -44,7 +44,7 @@ def _arguments(text: str) -> Any:
         return text
 
 
-def guard_tool(tool: FunctionTool, errors: str = "return") -> FunctionTool:
+def guard_tool(tool: FunctionTool, errors: Literal["return", "raise"] = "return") -> FunctionTool:
     """A copy of ``tool`` whose calls go through the current turn's breaker.
 
     An exception the tool raises (``failure_error_function=None``) is counted with its error
@@ -89,7 +89,7 @@ def guard_tool(tool: FunctionTool, errors: str = "return") -> FunctionTool:
     return guarded
 
 
-def guard_agent(agent: Agent[Any], errors: str = "return") -> Agent[Any]:
+def guard_agent(agent: Agent[Any], errors: Literal["return", "raise"] = "return") -> Agent[Any]:
     """A clone of ``agent`` with every function tool guarded (other tools unchanged)."""
     tools = [guard_tool(t, errors) if isinstance(t, FunctionTool) else t for t in agent.tools]
     return agent.clone(tools=tools)

@@ -8,7 +8,7 @@ later model request of that run is made without function tools, so the model has
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities.abstract import AbstractCapability, WrapToolExecuteHandler
@@ -39,7 +39,7 @@ class LoopBreakerCapability(AbstractCapability[Any]):
     """
 
     breaker: LoopBreaker = field(default_factory=LoopBreaker)
-    errors: str = "return"
+    errors: Literal["return", "raise"] = "return"
     turn: BreakerTurn | None = None
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
