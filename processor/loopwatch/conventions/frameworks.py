@@ -23,8 +23,13 @@ LOGFIRE_ERROR_LEVEL = 17  # logfire.level_num at "error"
 
 
 def adk_content_disabled(attrs: Any) -> bool:
-    """ADK writes '{}' for arguments when content capture is off: unknown, not empty."""
+    """ADK writes '{}' for arguments (and for the response) when content capture is off:
+    unknown, not empty."""
     return attrs.get("gcp.vertex.agent.tool_call_args") == "{}" and "input.value" not in attrs
+
+
+def adk_result_disabled(attrs: Any) -> bool:
+    return adk_content_disabled(attrs) and attrs.get("gcp.vertex.agent.tool_response") == "{}"
 
 
 # The OpenAI Agents SDK (0.24) reports a handled tool error as the span error
@@ -51,6 +56,26 @@ def openai_agents_error_text(description: str) -> str | None:
     data = parse_text(match.group(2))
     error = data.get("error") if isinstance(data, dict) else None
     return error if isinstance(error, str) else match.group(1)
+
+
+# Frameworks that hand a tool's exception to the model as text name its class there:
+# LangGraph's ToolNode ``Error: TimeoutError('...')``, Strands ``Error: TimeoutError - ...``.
+_ERROR_TEXT_TYPE = re.compile(r"^\s*Error: ([A-Za-z_][\w.]*)(?:\(| - )")
+
+
+def error_type_in_text(text: str) -> str | None:
+    match = _ERROR_TEXT_TYPE.match(text)
+    return match.group(1) if match else None
+
+
+def logfire_error_text(error: Any) -> str:
+    """Logfire's ``error`` attribute is the SDK's SpanError; its ``data.error`` is the text."""
+    from loopwatch.conventions.payloads import parse_text
+
+    value = parse_text(error) if isinstance(error, str) else error
+    data = value.get("data") if isinstance(value, dict) else None
+    inner = data.get("error") if isinstance(data, dict) else None
+    return inner if isinstance(inner, str) else str(error)
 
 
 def framework_error_result(result: Any) -> str | None:

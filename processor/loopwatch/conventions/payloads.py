@@ -11,7 +11,7 @@ REDACTED = frozenset({"__REDACTED__", "<redacted>", "[REDACTED]", "[redacted]"})
 # Past this a payload is not parsed; its identity is the hash of the raw text (still exact for
 # byte-equal repeats, which is all a huge payload can be compared on cheaply).
 MAX_PARSE_CHARS = 256 * 1024
-_UNWRAP_DEPTH = 4
+_UNWRAP_DEPTH = 6
 
 
 def parse_text(text: str) -> Any:
@@ -45,13 +45,22 @@ def _jsonable(value: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    """Attribute values (str, number, sequences, mappings on newer SDKs) as JSON-like data."""
+    """Attribute values (str, number, sequences, mappings on newer SDKs) as JSON-like data.
+
+    Only a top-level string is parsed: inside structured data a string is a value (the order id
+    ``"88214"`` stays a string, as it is when the same arguments arrive as a JSON text)."""
     if isinstance(value, str):
         return parse_text(value)
+    return _structured(value)
+
+
+def _structured(value: Any) -> Any:
+    if isinstance(value, str):
+        return value
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): _structured(v) for k, v in value.items()}
     if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
-        return [_plain(v) for v in value]
+        return [_structured(v) for v in value]
     return value
 
 
@@ -108,7 +117,15 @@ def decode_result(value: Any) -> tuple[bool, Any, str | None]:
             continue
         if isinstance(result, dict):
             data = result.get("data")
-            if result.get("type") == "tool" and isinstance(data, dict) and "content" in data:
+            if result.get("lc") == 1 and result.get("type") == "constructor":
+                # LangChain's own serialization (``ToolMessage.to_json()``, OpenLLMetry writes
+                # it): the message fields are under ``kwargs``.
+                data = result.get("kwargs")
+            if (
+                isinstance(data, dict)
+                and "content" in data
+                and "tool" in (result.get("type"), data.get("type"))
+            ):
                 if data.get("status") == "error":
                     error_text = str(data.get("content"))[:500]
                 result = data["content"]
