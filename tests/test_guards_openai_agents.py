@@ -194,3 +194,28 @@ def test_a_guarded_tool_outside_a_turn_says_how_to_run_it() -> None:
     agent = guard_agent(_agent(_model([[ORDER]]), TicketService()))
     with pytest.raises(UserError, match="outside a turn"):
         asyncio.run(Runner.run(agent, "hi"))
+
+
+def test_errors_the_sdk_already_answered_are_counted_too() -> None:
+    """With the SDK's default failure handler the exception never reaches the guard; the
+    handled error on the SDK's function span still makes the call an error attempt."""
+    from agents import Agent, function_tool
+
+    service = TicketService()
+
+    @function_tool
+    def create_ticket(customer_id: str, order_id: str, summary: str) -> str:
+        """Open a support ticket for an order."""
+        return service.create(customer_id, order_id, summary)
+
+    model = _model([[ORDER]] * 14)
+    agent = guard_agent(Agent(name="support", model=model, tools=[create_ticket]))
+    breaker = LoopBreaker(CONFIG)
+    from agents import RunConfig
+
+    result, turn = asyncio.run(
+        run(agent, "refund?", breaker, max_turns=30, run_config=RunConfig(workflow_name="x"))
+    )
+    assert len(service.tickets) == 3
+    assert [d.error_class for d in turn.decisions] == ["tool_error"]
+    assert "STOPPED by loopwatch" in str(result.final_output)
