@@ -69,7 +69,7 @@ def _streak(p: Pipeline, tool: str) -> float:
 # --------------------------------------------------------------------------------------------
 
 
-def _pydantic_agent(p: Pipeline, script: list[Any]) -> Any:
+def _pydantic_agent(p: Pipeline, script: list[Any], include_content: bool = True) -> Any:
     """An Agent whose model plays ``script``: tool calls (name, args) in order, then an answer."""
     from pydantic_ai import Agent
     from pydantic_ai.capabilities.instrumentation import Instrumentation
@@ -84,7 +84,7 @@ def _pydantic_agent(p: Pipeline, script: list[Any]) -> Any:
             return ModelResponse(parts=[ToolCallPart(name, args)])
         return ModelResponse(parts=[TextPart("I have escalated your refund.")])
 
-    settings = InstrumentationSettings(tracer_provider=p.provider)
+    settings = InstrumentationSettings(tracer_provider=p.provider, include_content=include_content)
     return Agent(
         FunctionModel(play, model_name="scripted-v1"),
         name="support",
@@ -136,6 +136,25 @@ def test_pydantic_ai_raised_timeout_errors_are_one_key(pipeline: Pipeline) -> No
     assert _max_attempts(p) == 4
     assert p.value("loopwatch_tool_calls_total", tool="create_ticket", error_class="timeout") == 4
     assert p.value("loopwatch_loops_total", tool="create_ticket", error_class="timeout") == 1
+
+
+def test_pydantic_ai_without_content_counts_calls_without_arguments(pipeline: Pipeline) -> None:
+    """``include_content=False``: no arguments, no result, an exception event with its type
+    only. The calls are keyed by tool and class alone and counted as calls without arguments;
+    the timeout text is withheld too, so the class is tool_error."""
+    agent = _pydantic_agent(pipeline, _tickets(5), include_content=False)
+
+    @agent.tool_plain
+    def create_ticket(customer_id: str, order_id: str, summary: str) -> str:
+        """Open a support ticket for an order."""
+        raise TimeoutError("ticket service did not answer")
+
+    agent.run_sync("Where is my refund?")
+    p = pipeline
+    assert p.value("loopwatch_calls_without_arguments_total", tool="create_ticket") == 5
+    assert _max_attempts(p) == 5
+    assert p.value("loopwatch_tool_calls_total", error_class="tool_error") == 5
+    assert p.value("loopwatch_loops_total", tool="create_ticket", error_class="tool_error") == 1
 
 
 def test_pydantic_ai_without_declaration_rewordings_are_distinct() -> None:
