@@ -148,6 +148,7 @@ def data_table(title: str, description: str, unit: str, queries: Sequence[Query]
         .description(description)
         .datasource(DS)
         .unit(unit)
+        .show_header(True)
         .with_transformation(
             dashboard.DataTransformerConfig(
                 id_val="organize", options={"excludeByName": {"Time": True}}
@@ -164,6 +165,7 @@ def bucket_heatmap(title: str, description: str, query: Query) -> heatmap.Panel:
         .title(title)
         .description(description)
         .datasource(DS)
+        .unit("short")
         .calculate(False)  # Prometheus buckets are already bucketed
         .y_axis(heatmap.YAxisConfig().unit("short"))
         .cell_values(heatmap.CellValues().unit("short"))
