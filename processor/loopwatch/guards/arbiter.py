@@ -41,6 +41,7 @@ class Admitted:
 
     tool: str
     key: str
+    first_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +54,7 @@ class Replay:
     error: BaseException | None
 
 
-@dataclass
+@dataclass(eq=False)
 class IdempotencyArbiter:
     """Suppress duplicates of an identity key within ``window_seconds``.
 
@@ -108,7 +109,7 @@ class IdempotencyArbiter:
                     self._entries.popitem(last=False)
                     self.evicted += 1
                 self._entries[key] = _Entry(first_at=now)
-                return Admitted(tool, key)
+                return Admitted(tool, key, now)
             if self.circuit_after is not None and entry.suppressed >= self.circuit_after:
                 decision: TerminalResult | Replay = circuit_open(
                     tool, entry.error_class, entry.suppressed
@@ -139,7 +140,8 @@ class IdempotencyArbiter:
         error_class, _ = outcome_of(result, error, None)
         with self._lock:
             entry = self._entries.get(admitted.key)
-            if entry is not None:
+            # a call slower than the window: its key may since belong to a newer call
+            if entry is not None and entry.first_at == admitted.first_at:
                 entry.done, entry.result, entry.error = True, result, error
                 entry.error_class = error_class
 

@@ -104,6 +104,8 @@ class BreakerTurn:
         self._lock = threading.Lock()
         self._attempts: Counter[AttemptKey] = Counter()
         self._in_flight: Counter[tuple[str, str]] = Counter()
+        # (tool, identity) -> outcome -> attempts: the keys of one identity, for the check
+        self._by_identity: dict[tuple[str, str], Counter[str]] = {}
         self._streaks: Counter[str] = Counter()
         self._ran = 0
         self._decisions: list[TerminalResult] = []
@@ -149,20 +151,17 @@ class BreakerTurn:
     ) -> TerminalResult | None:
         b = self.breaker
         allowed = b.attempts_allowed(declaration)
-        worst: AttemptKey | None = None
-        for key, n in self._attempts.items():
-            if (key.tool, key.identity) == identity and (
-                worst is None or n > self._attempts[worst]
-            ):
-                worst = key
-        done = self._attempts[worst] if worst is not None else 0
+        outcomes = self._by_identity.get(identity)
+        worst = outcomes.most_common(1)[0] if outcomes else None
+        done = worst[1] if worst is not None else 0
         running = self._in_flight[identity]
         if done + running >= allowed:
             fields = declaration.identity if declaration is not None else None
             if worst is None or running > done:
                 return repeat_stop(tool, IN_FLIGHT, IN_FLIGHT, running, fields)
-            error_class = worst.outcome if worst.outcome in _ERROR_CLASSES else OK
-            return repeat_stop(tool, error_class, worst.outcome, done, fields)
+            outcome = worst[0]
+            error_class = outcome if outcome in _ERROR_CLASSES else OK
+            return repeat_stop(tool, error_class, outcome, done, fields)
         rows_allowed = b.no_rows_allowed(declaration)
         if rows_allowed is not None and self._streaks[tool] >= rows_allowed:
             return no_rows_stop(tool, self._streaks[tool])
@@ -179,6 +178,7 @@ class BreakerTurn:
         with self._lock:
             self._in_flight[pending.identity] -= 1
             self._attempts[key] += 1
+            self._by_identity.setdefault(pending.identity, Counter())[outcome] += 1
             # as the processor's streak: an empty result extends it, anything else resets it
             empty = error_class == OK and outcome == EMPTY
             self._streaks[pending.tool] = self._streaks[pending.tool] + 1 if empty else 0
