@@ -1,0 +1,180 @@
+"""A replica killed with SIGKILL mid-stream and restarted serves again within seconds, loses
+only its open turns, and a real Prometheus scraping across the restart shows a correct rate."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from loopwatch.demo.emit import emit_turn
+from loopwatch.demo.scenarios import healthy
+from tests.helpers import require_tool
+from tests.test_service_support import free_port, get, serve_process, wait_listening
+
+pytestmark = pytest.mark.live
+
+TURNS_PER_SECOND = 10
+PHASE_SECONDS = 6.0
+
+
+class Driver:
+    """An agent exporting one healthy turn every 1/TURNS_PER_SECOND s over OTLP/gRPC."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.provider = TracerProvider(resource=Resource.create({"service.name": "fault"}))
+        self.provider.add_span_processor(
+            BatchSpanProcessor(
+                OTLPSpanExporter(endpoint=endpoint, insecure=True), schedule_delay_millis=100
+            )
+        )
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        tracer = self.provider.get_tracer("fault")
+        rng = random.Random(3)
+        while not self._stop.wait(1 / TURNS_PER_SECOND):
+            emit_turn(tracer, healthy(rng, "gpt-4.1"), time.time_ns())
+            self.sent += 1
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.provider.shutdown()  # flushes; the exporter retried what the kill refused
+
+
+def _query(prometheus: str, expr: str, at: float) -> list[dict[str, Any]]:
+    query = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"})
+    with urllib.request.urlopen(f"http://{prometheus}/api/v1/query?{query}", timeout=10) as r:
+        body = json.load(r)
+    assert body["status"] == "success", body
+    return list(body["data"]["result"])
+
+
+def _scalar(prometheus: str, expr: str, at: float) -> float:
+    result = _query(prometheus, expr, at)
+    assert len(result) == 1, (expr, result)
+    return float(result[0]["value"][1])
+
+
+def _wait(condition: Any, timeout: float) -> float:
+    started = time.monotonic()
+    while not condition():
+        assert time.monotonic() - started < timeout
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    binary = require_tool("prometheus")
+    metrics = f"127.0.0.1:{free_port()}"
+    web = f"127.0.0.1:{free_port()}"
+    (tmp_path / "prometheus.yml").write_text(
+        "global: {scrape_interval: 1s, scrape_timeout: 900ms}\n"
+        "scrape_configs:\n"
+        f"  - job_name: loopwatch\n    static_configs: [{{targets: ['{metrics}']}}]\n"
+    )
+    process = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={tmp_path / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address={web}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait(lambda: get(web, "/-/ready")[0] == 200 if _up(web) else False, 30)
+        yield web, metrics
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=20)
+
+
+def _up(web: str) -> bool:
+    try:
+        return get(web, "/-/ready")[0] == 200
+    except OSError:
+        return False
+
+
+def test_sigkill_and_restart_keeps_rate_correct(
+    tmp_path: Path, prometheus: tuple[str, str]
+) -> None:
+    web, metrics = prometheus
+    (tmp_path / "loopwatch.toml").write_text("[serve]\ngrace_seconds = 0.2\n")
+    args = [
+        "--config",
+        str(tmp_path / "loopwatch.toml"),
+        "--grpc-address",
+        f"127.0.0.1:{free_port()}",
+        "--http-address",
+        f"127.0.0.1:{free_port()}",
+        "--metrics-address",
+        metrics,
+    ]
+    first = serve_process(*args)
+    second = None
+    driver = None
+    try:
+        bound = wait_listening(first)
+        _wait(lambda: bool(_query(web, 'up{job="loopwatch"} == 1', time.time())), 30)
+        started = time.time()
+        driver = Driver(bound.grpc)
+        driver.start()
+        time.sleep(PHASE_SECONDS)
+        first.send_signal(signal.SIGKILL)  # mid-stream: no shutdown, open turns lost
+        first.wait(timeout=10)
+        killed = time.monotonic()
+        second = serve_process(*args)
+        wait_listening(second)
+        back = _wait(lambda: get(bound.metrics, "/readyz")[0] == 200, 10)
+        restart_seconds = time.monotonic() - killed
+        assert restart_seconds < 5.0, back
+        time.sleep(PHASE_SECONDS)
+        driver.stop()
+        sent = driver.sent
+        # every finished turn counted by the new replica, then two more scrapes
+        _wait(lambda: "loopwatch_open_turns 0.0" in get(bound.metrics, "/metrics")[1], 10)
+        time.sleep(2.5)
+        now = time.time()
+        window = f"{int(now - started) + 2}s"
+        series = "loopwatch_turns_total"
+        assert _scalar(web, f"resets({series}[{window}])", now) == 1
+        # increase() over the whole run, reset included, is what the agent sent (extrapolation
+        # and the few turns open at the kill are the tolerance); a mishandled reset would
+        # give roughly the second replica's count alone, about half
+        increase = _scalar(web, f"increase({series}[{window}])", now)
+        assert 0.85 * sent <= increase <= 1.15 * sent, (increase, sent)
+        # a rate over a window that straddles the restart is the send rate, not negative
+        straddle = killed - time.monotonic() + now + 3  # three seconds after the restart
+        rate = _scalar(web, f"rate({series}[8s])", straddle)
+        assert 0.5 * TURNS_PER_SECOND <= rate <= 1.5 * TURNS_PER_SECOND, rate
+    finally:
+        if driver is not None and not driver._stop.is_set():
+            driver.stop()
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=20)
