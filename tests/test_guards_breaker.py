@@ -330,3 +330,24 @@ def test_decision_names_are_the_cores() -> None:
         terminal.CIRCUIT_OPEN,
     }
     assert names == GUARD_DECISIONS
+
+
+def test_no_rows_decisions_are_counted_by_the_processor() -> None:
+    p = Pipeline(CONFIG)
+    try:
+        breaker = LoopBreaker(CONFIG, tracer_provider=p.provider)
+        with breaker.turn() as turn:
+            root_attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}
+            with span(p.tracer, "invoke_agent support", 1000 * S, 2000 * S, root_attrs):
+                for i, q in enumerate(SEARCH_QUERIES):
+                    turn.call("search_orders", {"query": q, "customer_id": f"c_{i}"}, list)
+        assert (
+            p.value(
+                "loopwatch_guard_decisions_total",
+                tool="search_orders",
+                decision="no_rows_stopped",
+            )
+            == 8
+        )
+    finally:
+        p.close()
