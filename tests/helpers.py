@@ -10,12 +10,13 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from loopwatch import LoopwatchSpanProcessor
-from loopwatch.core.config import Config
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode, Tracer
 from prometheus_client import CollectorRegistry
+
+from loopwatch import LoopwatchSpanProcessor
+from loopwatch.core.config import Config
 
 S = 1_000_000_000  # nanoseconds per second
 
