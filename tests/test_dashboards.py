@@ -213,7 +213,7 @@ def test_rate_windows_use_rate_interval_and_counters_are_aggregated() -> None:
 
 def test_histogram_buckets_match_le_portably() -> None:
     for t in targets(model()):
-        for le in re.findall(r'le\s*(=~?|!=)\s*"([^"]*)"', t.expr):
+        for le in re.findall(r'\ble\s*(=~?|!=)\s*"([^"]*)"', t.expr):
             assert le[0] == "=~" and le[1].endswith("(\\\\.0)?"), f"{t.where}: {le}"
 
 
