@@ -137,6 +137,30 @@ def _service(resource: Any) -> str:
     return "unknown"
 
 
+def _valid(span: Any) -> bool:
+    trace_id, span_id, parent = span.trace_id, span.span_id, span.parent_span_id
+    return (
+        len(trace_id) == 16
+        and len(span_id) == 8
+        and len(parent) in (0, 8)
+        and any(trace_id)
+        and any(span_id)
+    )
+
+
+def count_spans(request: Any) -> tuple[int, int]:
+    """(valid spans, rejected spans) of a request, without converting any."""
+    valid = rejected = 0
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                if _valid(span):
+                    valid += 1
+                else:
+                    rejected += 1
+    return valid, rejected
+
+
 def span_views(request: Any) -> Decoded:
     """Every span of the request as a SpanView; spans with invalid ids are rejected."""
     spans: list[SpanView] = []
@@ -146,21 +170,15 @@ def span_views(request: Any) -> Decoded:
         service = _service(rs.resource)
         for ss in rs.scope_spans:
             for span in ss.spans:
-                trace_id, span_id, parent = span.trace_id, span.span_id, span.parent_span_id
-                if (
-                    len(trace_id) != 16
-                    or len(span_id) != 8
-                    or len(parent) not in (0, 8)
-                    or not any(trace_id)
-                    or not any(span_id)
-                ):
+                if not _valid(span):
                     rejected += 1
                     continue
+                parent = span.parent_span_id
                 status = span.status
                 spans.append(
                     SpanView(
-                        trace_id=from_bytes(trace_id, "big"),
-                        span_id=from_bytes(span_id, "big"),
+                        trace_id=from_bytes(span.trace_id, "big"),
+                        span_id=from_bytes(span.span_id, "big"),
                         parent_id=from_bytes(parent, "big") if parent and any(parent) else None,
                         name=span.name,
                         start_ns=span.start_time_unix_nano,
@@ -193,6 +211,7 @@ def hex_ids_json(request: Any) -> bytes:
 __all__ = [
     "Decoded",
     "RequestError",
+    "count_spans",
     "hex_ids_json",
     "parse_json",
     "parse_protobuf",

@@ -32,7 +32,9 @@ class Pipeline:
         self.sink = sink
         self.clock = clock
         self._assembler = TurnAssembler(config, sink, clock)
-        self._batches: deque[Sequence[SpanView]] = deque()
+        # (span count, the spans): converting a request's spans is left to the worker, so a
+        # request thread answers its exporter quickly
+        self._batches: deque[tuple[int, Callable[[], Sequence[SpanView]]]] = deque()
         self._queued = 0  # spans in _batches
         self._busy = False  # the worker holds a batch it has not finished
         self._cond = threading.Condition()
@@ -46,16 +48,20 @@ class Pipeline:
     def submit(self, spans: Sequence[SpanView]) -> bool:
         """Queue one request's spans; False when the queue is full (the caller answers with a
         retryable error, so the exporter sends them again) or the pipeline is stopping."""
-        if not spans:
-            return not self._stopping
+        return self.submit_lazy(len(spans), lambda: spans)
+
+    def submit_lazy(self, count: int, spans: Callable[[], Sequence[SpanView]]) -> bool:
+        """Like :meth:`submit`; ``spans()`` (``count`` of them) is called on the worker."""
         with self._cond:
             if self._stopping:
                 return False
+            if not count:
+                return True
             # a request larger than the whole queue is still taken when the queue is empty
-            if self._queued and self._queued + len(spans) > self.config.queue_spans:
+            if self._queued and self._queued + count > self.config.queue_spans:
                 return False
-            self._batches.append(spans)
-            self._queued += len(spans)
+            self._batches.append((count, spans))
+            self._queued += count
             self._cond.notify_all()
         return True
 
@@ -96,9 +102,16 @@ class Pipeline:
             with contextlib.suppress(Exception):
                 self.sink.dropped(DROP_ERROR)
 
-    def _add(self, batch: Sequence[SpanView]) -> None:
+    def _add(self, produce: Callable[[], Sequence[SpanView]]) -> None:
         add = self._assembler.add
-        for span in batch:
+        try:
+            spans = produce()
+        except Exception:
+            log.debug("loopwatch: request not read", exc_info=True)
+            with contextlib.suppress(Exception):
+                self.sink.dropped(DROP_ERROR)
+            return
+        for span in spans:
             try:
                 add(span, root_finalizes=False)
             except Exception:
@@ -133,10 +146,10 @@ class Pipeline:
                     break
                 batch = self._batches.popleft() if self._batches else None
                 if batch is not None:
-                    self._queued -= len(batch)
+                    self._queued -= batch[0]
                     self._busy = True
             if batch is not None:
-                self._add(batch)
+                self._add(batch[1])
             now = self.clock()
             if now >= next_grace:
                 self._safe(self._finalize_due)

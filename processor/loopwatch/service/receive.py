@@ -6,7 +6,7 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from loopwatch.service.otlp import span_views
+from loopwatch.service.otlp import count_spans, span_views
 from loopwatch.service.pipeline import Pipeline
 
 DROP_INVALID_ID = "invalid_id"
@@ -20,14 +20,15 @@ class Overloaded(Exception):
 
 def accept(pipeline: Pipeline, request: Any) -> Any:
     """Queue the request's spans; the ``ExportTraceServiceResponse`` to send back."""
-    decoded = span_views(request)
-    if not pipeline.submit(decoded.spans):
+    valid, rejected = count_spans(request)
+    # converted on the pipeline's worker: the exporter waits only for the parse and this count
+    if not pipeline.submit_lazy(valid, lambda: span_views(request).spans):
         raise Overloaded(OVERLOADED_MESSAGE)
     response = ExportTraceServiceResponse()
-    if decoded.rejected:
+    if rejected:
         # OTLP partial success: the request succeeded, these spans were not used
-        response.partial_success.rejected_spans = decoded.rejected
-        response.partial_success.error_message = f"{decoded.rejected} {REJECTED_MESSAGE}"
-        for _ in range(decoded.rejected):
+        response.partial_success.rejected_spans = rejected
+        response.partial_success.error_message = f"{rejected} {REJECTED_MESSAGE}"
+        for _ in range(rejected):
             pipeline.sink.dropped(DROP_INVALID_ID)
     return response

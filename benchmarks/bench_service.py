@@ -1,0 +1,465 @@
+"""``loopwatch serve`` under load: throughput against a decode-only baseline, and a soak.
+
+    .venv/bin/python benchmarks/bench_service.py throughput [--turns 3000] [--rounds 3]
+    .venv/bin/python benchmarks/bench_service.py soak [--seconds 180] [--rate 40] [--out DIR]
+
+throughput: the same spans (seeded ids, so every process builds identical requests) go
+- decode-only: ``ExportTraceServiceRequest.FromString`` over the encoded requests (the baseline
+  the issue names), in this process;
+- core-only: decode, OTLP -> span views, and the service's pipeline (read, assemble, summarize,
+  metrics), in this process, no network: the service's CPU cost per span;
+- null receiver: from a driver process through the real OTLP gRPC exporter into a gRPC server
+  that only decodes and counts: what the exporter and transport alone allow;
+- service: from the driver through the real OTLP gRPC exporter into ``loopwatch serve`` (a
+  process), timed until its ``loopwatch_spans_total`` reaches the number sent.
+Interleaved rounds, medians, and the ratios (the figures: the machine is shared and noisy).
+
+soak: ``loopwatch serve`` fed at a steady rate of turns, a share of them never finishing (their
+root span never ends, so the idle timeout and the open-turn bound must end them), recording the
+service's RSS, open turns and counters every few seconds, and every export that failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import grpc
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
+from prometheus_client import CollectorRegistry
+
+from loopwatch.core.config import Config
+from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.demo.emit import CONVENTIONS, emit_turn
+from loopwatch.demo.scenarios import Turn, eleven_empty_searches, flaky, fourteen_tickets, healthy
+from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.service.grpc_server import SERVICE
+from loopwatch.service.otlp import span_views
+from loopwatch.service.pipeline import Pipeline
+
+BATCH = 512  # BatchSpanProcessor's default export batch
+TOML = """
+[serve]
+grace_seconds = {grace}
+
+[limits]
+queue_spans = 1000000
+open_turns = {open_turns}
+idle_timeout_seconds = {idle}
+
+[tools.create_ticket]
+identity = ["customer_id", "order_id"]
+"""
+CONFIG = Config(
+    tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))},
+    grace_seconds=0.5,
+    queue_spans=10**7,
+)
+
+
+class SeededIds(IdGenerator):
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def generate_span_id(self) -> int:
+        return self.rng.getrandbits(64) or 1
+
+    def generate_trace_id(self) -> int:
+        return self.rng.getrandbits(128) or 1
+
+
+def mixed_turn(rng: random.Random, i: int) -> Turn:
+    """Mostly healthy traffic, some retries, now and then one of the two incidents."""
+    if i % 50 == 0:
+        return fourteen_tickets()
+    if i % 50 == 1:
+        return eleven_empty_searches()
+    if i % 5 == 0:
+        return flaky(rng, "gpt-4.1", attempts=rng.randint(2, 4))
+    return healthy(rng, rng.choice(["gpt-4.1", "claude-sonnet-4"]))
+
+
+def make_spans(turns: int, seed: int) -> list[ReadableSpan]:
+    rng = random.Random(seed)
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "bench-agent"}), id_generator=SeededIds(seed)
+    )
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("bench")
+    t = 1_700_000_000 * 10**9
+    for i in range(turns):
+        t = emit_turn(tracer, mixed_turn(rng, i), t, CONVENTIONS[i % 3]) + 10**6
+    return list(memory.get_finished_spans())
+
+
+def batches(spans: Sequence[ReadableSpan]) -> list[Sequence[ReadableSpan]]:
+    return [spans[i : i + BATCH] for i in range(0, len(spans), BATCH)]
+
+
+# -- the driver (another process): the real exporter ---------------------------------------------
+def drive(endpoint: str, turns: int, seed: int) -> None:
+    work = batches(make_spans(turns, seed))
+    exporter = OTLPSpanExporter(endpoint=endpoint, insecure=True, timeout=60)
+    print("ready", flush=True)
+    sys.stdin.readline()  # "go"
+    started = time.perf_counter()
+    failures = sum(exporter.export(b) is not SpanExportResult.SUCCESS for b in work)
+    seconds = time.perf_counter() - started
+    spans = sum(len(b) for b in work)
+    print(json.dumps({"spans": spans, "seconds": seconds, "failures": failures}), flush=True)
+
+
+@contextmanager
+def driver(endpoint: str, turns: int, seed: int) -> Iterator[subprocess.Popen[str]]:
+    process = subprocess.Popen(
+        [sys.executable, __file__, "drive", endpoint, str(turns), str(seed)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().strip() == "ready"
+    try:
+        yield process
+    finally:
+        process.wait(timeout=600)
+
+
+def go(process: subprocess.Popen[str]) -> float:
+    assert process.stdin is not None
+    process.stdin.write("go\n")
+    process.stdin.flush()
+    return time.perf_counter()
+
+
+def result(process: subprocess.Popen[str]) -> dict[str, Any]:
+    assert process.stdout is not None
+    out: dict[str, Any] = json.loads(process.stdout.readline())
+    return out
+
+
+# -- the service (a process) ---------------------------------------------------------------------
+def free_address() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+class Served:
+    def __init__(self, toml: str) -> None:
+        self.dir = tempfile.TemporaryDirectory()
+        path = Path(self.dir.name) / "loopwatch.toml"
+        path.write_text(toml)
+        self.grpc, self.http, self.metrics = free_address(), free_address(), free_address()
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "loopwatch.cli",
+                "serve",
+                "--config",
+                str(path),
+                "--grpc-address",
+                self.grpc,
+                "--http-address",
+                self.http,
+                "--metrics-address",
+                self.metrics,
+                "--log-level",
+                "WARNING",
+            ]
+        )
+        deadline = time.monotonic() + 30
+        while not self._ready():
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise SystemExit("loopwatch serve did not start")
+            time.sleep(0.1)
+
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{self.metrics}/readyz", timeout=2) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def samples(self) -> dict[str, float]:
+        with urllib.request.urlopen(f"http://{self.metrics}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if line.startswith("#") or not line.strip():
+                continue
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+        return out
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        self.dir.cleanup()
+
+
+# -- throughput ----------------------------------------------------------------------------------
+def decode_only(requests: list[bytes]) -> float:
+    started = time.perf_counter()
+    n = 0
+    for body in requests:
+        request = ExportTraceServiceRequest.FromString(body)
+        n += sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+    return n / (time.perf_counter() - started)
+
+
+def core_only(requests: list[bytes]) -> float:
+    pipeline = Pipeline(CONFIG, LoopwatchMetrics(CollectorRegistry()))
+    started = time.perf_counter()
+    n = 0
+    for body in requests:
+        spans = span_views(ExportTraceServiceRequest.FromString(body)).spans
+        n += len(spans)
+        pipeline.submit(spans)
+    assert pipeline.flush(600)
+    seconds = time.perf_counter() - started
+    pipeline.stop()
+    return n / seconds
+
+
+class NullReceiver:
+    """OTLP/gRPC that decodes each request and counts its spans, nothing more."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+        self.server = grpc.server(ThreadPoolExecutor(4))
+
+        def export(body: bytes, context: Any) -> Any:
+            request = ExportTraceServiceRequest.FromString(body)
+            self.spans += sum(
+                len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans
+            )
+            return ExportTraceServiceResponse()
+
+        handler = grpc.unary_unary_rpc_method_handler(
+            export, response_serializer=ExportTraceServiceResponse.SerializeToString
+        )
+        self.server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),)
+        )
+        self.address = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
+        self.server.start()
+
+
+def through_null(turns: int, seed: int) -> float:
+    receiver = NullReceiver()
+    with driver(receiver.address, turns, seed) as d:
+        go(d)
+        r = result(d)
+    receiver.server.stop(None)
+    assert r["failures"] == 0 and receiver.spans == r["spans"], r
+    return float(r["spans"] / r["seconds"])
+
+
+def through_service(turns: int, seed: int) -> float:
+    served = Served(TOML.format(grace=0.5, open_turns=10_000, idle=300))
+    try:
+        with driver(served.grpc, turns, seed) as d:
+            started = go(d)
+            r = result(d)
+            while served.samples().get("loopwatch_spans_total", 0) < r["spans"]:
+                time.sleep(0.1)
+            seconds = time.perf_counter() - started
+        assert r["failures"] == 0, r
+        return float(r["spans"] / seconds)
+    finally:
+        served.stop()
+
+
+def throughput(args: argparse.Namespace) -> None:
+    spans = make_spans(args.turns, seed=1)
+    requests = [encode_spans(b).SerializePartialToString() for b in batches(spans)]
+    print(f"{len(spans)} spans in {len(requests)} requests of up to {BATCH} spans", flush=True)
+    rows: dict[str, list[float]] = {"decode": [], "core": [], "null": [], "service": []}
+    for round_ in range(args.rounds):
+        rows["decode"].append(statistics.median(decode_only(requests) for _ in range(5)))
+        rows["core"].append(core_only(requests))
+        rows["null"].append(through_null(args.turns, seed=1))
+        rows["service"].append(through_service(args.turns, seed=1))
+        print(f"round {round_ + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in rows.items()))
+    m = {k: statistics.median(v) for k, v in rows.items()}
+    report = {
+        "spans": len(spans),
+        "spans_per_second": {k: round(v) for k, v in m.items()},
+        "ratio_service_to_decode_only": round(m["service"] / m["decode"], 4),
+        "ratio_service_to_null_receiver": round(m["service"] / m["null"], 3),
+        "ratio_core_to_decode_only": round(m["core"] / m["decode"], 4),
+        "cpus": os.cpu_count(),
+    }
+    print(json.dumps(report, indent=2))
+    if args.out:
+        Path(args.out, "service-throughput.json").write_text(json.dumps(report, indent=2) + "\n")
+
+
+# -- soak ----------------------------------------------------------------------------------------
+class Counting(SpanExporter):
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+        self.ok = self.failed = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        r = self.inner.export(spans)
+        if r is SpanExportResult.SUCCESS:
+            self.ok += len(spans)
+        else:
+            self.failed += len(spans)
+        return r
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+
+def soak_drive(endpoint: str, seconds: float, rate: float, never: float) -> None:
+    exporter = Counting(OTLPSpanExporter(endpoint=endpoint, insecure=True))
+    provider = TracerProvider(resource=Resource.create({"service.name": "soak-agent"}))
+    provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=100_000))
+    tracer = provider.get_tracer("soak")
+    rng = random.Random(5)
+    started = time.monotonic()
+    i = 0
+    unfinished = 0
+    while time.monotonic() - started < seconds:
+        turn = mixed_turn(rng, i)
+        if rng.random() < never:
+            # a request span that never ends: its trace's root never reaches the service
+            root = tracer.start_span("POST /chat")
+            with trace.use_span(root, end_on_exit=False):
+                emit_turn(tracer, turn, time.time_ns(), CONVENTIONS[i % 3])
+            unfinished += 1
+        else:
+            emit_turn(tracer, turn, time.time_ns(), CONVENTIONS[i % 3])
+        i += 1
+        time.sleep(max(0.0, started + i / rate - time.monotonic()))
+    provider.shutdown()
+    print(
+        json.dumps(
+            {"turns": i, "unfinished": unfinished, "ok": exporter.ok, "failed": exporter.failed}
+        ),
+        flush=True,
+    )
+
+
+def soak(args: argparse.Namespace) -> None:
+    import psutil
+
+    served = Served(TOML.format(grace=2.0, open_turns=args.open_turns, idle=args.idle))
+    rows = []
+    try:
+        d = subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "soak-drive",
+                served.grpc,
+                str(args.seconds),
+                str(args.rate),
+                str(args.never),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        process = psutil.Process(served.process.pid)
+        started = time.monotonic()
+        while d.poll() is None:
+            s = served.samples()
+            rows.append(
+                {
+                    "t": round(time.monotonic() - started, 1),
+                    "rss_mb": round(process.memory_info().rss / 2**20, 1),
+                    "open_turns": s.get("loopwatch_open_turns", 0),
+                    "spans": s.get("loopwatch_spans_total", 0),
+                    "turns": s.get("loopwatch_turns_total", 0),
+                    "evicted": s.get("loopwatch_turns_evicted_total", 0),
+                    "late": s.get("loopwatch_late_spans_total", 0),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+            time.sleep(args.every)
+        assert d.stdout is not None
+        sent = json.loads(d.stdout.read())
+    finally:
+        served.stop()
+    half = len(rows) // 2
+    summary = {
+        "seconds": args.seconds,
+        "driver": sent,
+        "open_turns_bound": args.open_turns,
+        "open_turns_max": max(r["open_turns"] for r in rows),
+        "rss_mb_first_half_max": max(r["rss_mb"] for r in rows[: max(1, half)]),
+        "rss_mb_second_half_max": max(r["rss_mb"] for r in rows[half:]),
+    }
+    print(json.dumps(summary, indent=2))
+    if args.out:
+        out = Path(args.out)
+        with (out / "service-soak.csv").open("w") as f:
+            f.write(",".join(rows[0]) + "\n")
+            for r in rows:
+                f.write(",".join(str(v) for v in r.values()) + "\n")
+        (out / "service-soak.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "drive":
+        drive(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "soak-drive":
+        soak_drive(sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("throughput")
+    t.add_argument("--turns", type=int, default=3000)
+    t.add_argument("--rounds", type=int, default=3)
+    t.add_argument("--out", help="directory for service-throughput.json")
+    s = sub.add_parser("soak")
+    s.add_argument("--seconds", type=float, default=180)
+    s.add_argument("--rate", type=float, default=40, help="turns per second")
+    s.add_argument("--never", type=float, default=0.1, help="share of turns that never end")
+    s.add_argument("--idle", type=float, default=20, help="idle timeout, seconds")
+    s.add_argument("--open-turns", type=int, default=300, help="open-turn bound")
+    s.add_argument("--every", type=float, default=5, help="sampling period, seconds")
+    s.add_argument("--out", help="directory for service-soak.csv and .json")
+    args = parser.parse_args()
+    throughput(args) if args.command == "throughput" else soak(args)
+
+
+if __name__ == "__main__":
+    main()
