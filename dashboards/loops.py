@@ -32,10 +32,21 @@ RATE = "$__rate_interval"
 RANGE = "$__range"
 
 
+def in_range(series: str) -> str:
+    """How much a counter grew in the dashboard's range, new series included.
+
+    A series is born with its first increment already counted, which increase() cannot see:
+    the first loop of a new tool or model would read 0. Series younger than the range count
+    with their whole value instead.
+    """
+    new = f"({series} unless {series} offset {RANGE})"
+    return f"(increase({series}[{RANGE}]) unless {new} or {new})"
+
+
 def _quantile(q: str, metric: str, by: str, selector: str, window: str, offset: str = "") -> str:
     inner = f"rate({metric}_bucket{{{selector}}}[{window}]{offset})"
     if window == RANGE:
-        inner = f"increase({metric}_bucket{{{selector}}}[{window}])"
+        inner = in_range(f"{metric}_bucket{{{selector}}}")
     return f"histogram_quantile({q}, sum by ({by}) ({inner}))"
 
 
@@ -82,8 +93,8 @@ def _overview(layout: Layout) -> None:
             "bucket counts, not interpolated.",
             "percentunit",
             Query(
-                f"1 - sum(increase({turn}_bucket{{{F}, {LE_2}}}[{RANGE}])) "
-                f"/ sum(increase({turn}_count{{{F}}}[{RANGE}]))",
+                f"1 - sum({in_range(f'{turn}_bucket{{{F}, {LE_2}}}')}) "
+                f"/ sum({in_range(f'{turn}_count{{{F}}}')})",
                 instant=True,
             ),
             ((None, "green"), (0.01, "orange"), (0.05, "red")),
@@ -108,7 +119,7 @@ def _overview(layout: Layout) -> None:
             "turn: the side effects a key-based dedupe or loop breaker would have absorbed "
             "(the fourteen-tickets incident counts 13).",
             "short",
-            Query(f"sum(increase(loopwatch_repeat_calls_total{{{T}}}[{RANGE}]))", instant=True),
+            Query(f"sum({in_range(f'loopwatch_repeat_calls_total{{{T}}}')})", instant=True),
             ((None, "green"), (1, "orange")),
             4,
         ),
@@ -118,7 +129,7 @@ def _overview(layout: Layout) -> None:
             "breaker at the default cap would have given back to users (330 s for the "
             "fourteen-tickets incident).",
             "s",
-            Query(f"sum(increase(loopwatch_over_cap_seconds_total{{{T}}}[{RANGE}]))", instant=True),
+            Query(f"sum({in_range(f'loopwatch_over_cap_seconds_total{{{T}}}')})", instant=True),
             ((None, "green"), (60, "orange")),
             4,
         ),
@@ -222,7 +233,7 @@ def _by_tool(layout: Layout) -> None:
             [
                 Query(
                     "sort_desc(sum by (tool, error_class, kind) "
-                    f"(increase(loopwatch_loops_total{{{T}}}[{RANGE}])) > 0)",
+                    f"({in_range(f'loopwatch_loops_total{{{T}}}')}) > 0)",
                     instant=True,
                     table=True,
                 )
