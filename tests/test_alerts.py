@@ -87,12 +87,11 @@ def test_a_wrong_expectation_fails_promtool(tmp_path: Path) -> None:
         1,
     )
     assert early != source
-    test_file = ALERTS / "tests" / "_early-test.yaml.tmp"
-    try:
-        test_file.write_text(early, encoding="utf-8")
-        done = run(promtool, "test", "rules", str(test_file))
-    finally:
-        test_file.unlink()
+    data = yaml.safe_load(early)
+    data["rule_files"] = [str(path) for path in RULE_FILES]
+    test_file = tmp_path / "early-test.yaml"
+    test_file.write_text(yaml.safe_dump(data), encoding="utf-8")
+    done = run(promtool, "test", "rules", str(test_file))
     assert done.returncode != 0
     assert "alertname: LoopwatchSevereLoop, time: 5m" in done.stdout + done.stderr
 
