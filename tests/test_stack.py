@@ -251,3 +251,27 @@ def test_webhook_receiver_prints_each_alert() -> None:
 @pytest.mark.parametrize("path", [".dockerignore", "Dockerfile"])
 def test_image_files_exist(path: str) -> None:
     assert (ROOT / path).is_file()
+
+
+@pytest.mark.parametrize("service", ["loopwatch-1", "demo"])
+def test_compose_commands_parse_with_the_real_cli(service: str) -> None:
+    """The command lines in docker-compose.yml are accepted by loopwatch's own parsers."""
+    import argparse
+    import importlib
+
+    from loopwatch.cli import COMMANDS
+
+    command = services()[service]["command"]
+    assert command[0] == "loopwatch"
+    module_name, _ = COMMANDS[command[1]]
+    parser = argparse.ArgumentParser(prog=f"loopwatch {command[1]}", exit_on_error=False)
+    importlib.import_module(module_name).add_arguments(parser)
+    parsed = vars(parser.parse_args(command[2:]))
+    given = {v for v in command[2:] if not v.startswith("--")}
+    assert given <= {str(v) for v in parsed.values()}
+
+
+def test_dockerfile_default_command_is_the_replicas_command() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    cmd = re.search(r"^CMD (\[.*\])$", dockerfile, re.M)
+    assert cmd and json.loads(cmd.group(1)) == SERVE
