@@ -1,0 +1,227 @@
+"""OTLP decoding: every AnyValue kind, ids, roots, status, events, service name; OTLP/JSON with
+hex ids; deflate and chunked bodies over HTTP."""
+
+from __future__ import annotations
+
+import json
+import socket
+import zlib
+
+import pytest
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from loopwatch.core.config import Config
+from loopwatch.core.spans import STATUS_ERROR, EventView, SpanView
+from loopwatch.demo.scenarios import fourteen_tickets
+from loopwatch.service.otlp import (
+    RequestError,
+    count_spans,
+    hex_ids_json,
+    parse_json,
+    parse_protobuf,
+    span_views,
+)
+from tests.test_service_support import post, request_for, running, settle, value
+
+TRACE = bytes(range(1, 17))
+SPAN = bytes(range(1, 9))
+PARENT = bytes(range(9, 17))
+
+
+def _request(**span: object) -> ExportTraceServiceRequest:
+    body = {
+        "trace_id": TRACE,
+        "span_id": SPAN,
+        "name": "execute_tool lookup",
+        "start_time_unix_nano": 1_000,
+        "end_time_unix_nano": 3_000,
+        **span,
+    }
+    return json_format.ParseDict(
+        {
+            "resource_spans": [
+                {
+                    "resource": {
+                        "attributes": [{"key": "service.name", "value": {"string_value": "svc"}}]
+                    },
+                    "scope_spans": [{"spans": [_b64(body)]}],
+                }
+            ]
+        },
+        ExportTraceServiceRequest(),
+    )
+
+
+def _b64(span: dict[str, object]) -> dict[str, object]:
+    import base64
+
+    return {k: base64.b64encode(v).decode() if isinstance(v, bytes) else v for k, v in span.items()}
+
+
+def test_every_any_value_kind_becomes_what_the_sdk_would_hold() -> None:
+    attributes = [
+        {"key": "s", "value": {"string_value": "x"}},
+        {"key": "b", "value": {"bool_value": True}},
+        {"key": "i", "value": {"int_value": "-9007199254740993"}},
+        {"key": "d", "value": {"double_value": 0.5}},
+        {"key": "raw", "value": {"bytes_value": "AAE="}},
+        {
+            "key": "a",
+            "value": {"array_value": {"values": [{"string_value": "p"}, {"int_value": "2"}]}},
+        },
+        {
+            "key": "kv",
+            "value": {
+                "kvlist_value": {
+                    "values": [
+                        {"key": "inner", "value": {"array_value": {"values": []}}},
+                        {"key": "none", "value": {}},
+                    ]
+                }
+            },
+        },
+    ]
+    request = _request(
+        parent_span_id=PARENT,
+        attributes=attributes,
+        events=[{"name": "exception", "attributes": [attributes[0]]}],
+        status={"code": 2, "message": "boom"},
+    )
+    [view] = span_views(request).spans
+    assert view == SpanView(
+        trace_id=int.from_bytes(TRACE, "big"),
+        span_id=int.from_bytes(SPAN, "big"),
+        parent_id=int.from_bytes(PARENT, "big"),
+        name="execute_tool lookup",
+        start_ns=1_000,
+        end_ns=3_000,
+        attributes={
+            "s": "x",
+            "b": True,
+            "i": -9007199254740993,
+            "d": 0.5,
+            "raw": b"\x00\x01",
+            "a": ("p", 2),
+            "kv": {"inner": (), "none": None},
+        },
+        events=(EventView("exception", {"s": "x"}),),
+        status_code=STATUS_ERROR,
+        status_description="boom",
+        service="svc",
+    )
+
+
+@pytest.mark.parametrize("parent", [b"", b"\0" * 8])
+def test_no_parent_is_a_root(parent: bytes) -> None:
+    [view] = span_views(_request(parent_span_id=parent)).spans
+    assert view.parent_id is None
+
+
+def test_missing_service_name_and_end_time() -> None:
+    request = _request(end_time_unix_nano=0)
+    del request.resource_spans[0].resource.attributes[:]
+    [view] = span_views(request).spans
+    assert view.service == "unknown"
+    assert view.end_ns == view.start_ns
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"trace_id": b"\x01" * 8},
+        {"trace_id": b"\0" * 16},
+        {"span_id": b""},
+        {"span_id": b"\0" * 8},
+        {"parent_span_id": b"\x01" * 4},
+    ],
+)
+def test_invalid_ids_are_rejected_not_fatal(bad: dict[str, bytes]) -> None:
+    request = _request(**bad)
+    request.resource_spans[0].scope_spans[0].spans.append(
+        _request().resource_spans[0].scope_spans[0].spans[0]
+    )
+    assert count_spans(request) == (1, 1)
+    decoded = span_views(request)
+    assert len(decoded.spans) == 1 and decoded.rejected == 1
+
+
+def test_otlp_json_uses_hex_ids_camel_case_and_ignores_unknown_fields() -> None:
+    document = {
+        "resourceSpans": [
+            {
+                "resource": {
+                    "attributes": [{"key": "service.name", "value": {"stringValue": "svc"}}]
+                },
+                "scopeSpans": [
+                    {
+                        "scope": {"name": "x"},
+                        "spans": [
+                            {
+                                "traceId": TRACE.hex(),
+                                "spanId": SPAN.hex(),
+                                "parentSpanId": "",
+                                "name": "n",
+                                "kind": 1,
+                                "startTimeUnixNano": "1000",
+                                "endTimeUnixNano": 3000,
+                                "status": {"code": 2},
+                                "someFutureField": {"x": 1},
+                            }
+                        ],
+                    }
+                ],
+            }
+        ]
+    }
+    [view] = span_views(parse_json(json.dumps(document).encode())).spans
+    assert (view.trace_id, view.span_id, view.parent_id) == (
+        int.from_bytes(TRACE, "big"),
+        int.from_bytes(SPAN, "big"),
+        None,
+    )
+    assert (view.start_ns, view.end_ns, view.status_code, view.service) == (1000, 3000, 2, "svc")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"[]", b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": 7}]}]}]}', b"\xff"],
+)
+def test_json_that_is_not_a_request_is_a_request_error(body: bytes) -> None:
+    with pytest.raises(RequestError):
+        parse_json(body)
+
+
+def test_truncated_protobuf_is_a_request_error() -> None:
+    body = request_for(fourteen_tickets()).SerializeToString()
+    with pytest.raises(RequestError):
+        parse_protobuf(body[: len(body) // 2])
+
+
+def test_round_trip_through_otlp_json() -> None:
+    request = request_for(fourteen_tickets())
+    assert parse_json(hex_ids_json(request)) == request
+
+
+def test_deflate_and_chunked_bodies() -> None:
+    with running(Config(grace_seconds=0.0)) as service:
+        assert service.bound is not None
+        body = request_for(fourteen_tickets()).SerializeToString()
+        status, _, _ = post(
+            service.bound.http, zlib.compress(body), headers={"Content-Encoding": "deflate"}
+        )
+        assert status == 200
+        settle(service)
+        assert value(service.registry, "loopwatch_turns_total") == 1
+        # no Content-Length (chunked): 411, and the next request is served
+        host, port = service.bound.http.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(
+                b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+            )
+            assert s.recv(100).startswith(b"HTTP/1.1 411")
+        body = request_for(fourteen_tickets()).SerializeToString()
+        assert post(service.bound.http, body)[0] == 200
+        settle(service)
+        assert value(service.registry, "loopwatch_turns_total") == 2
