@@ -18,7 +18,7 @@ from loopwatch.core.spans import SpanView
 from loopwatch.core.summary import TurnSummary
 from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
 from loopwatch.metrics import LoopwatchMetrics
-from loopwatch.service.otlp import span_views
+from loopwatch.service.otlp import REMOTE_PARENT, span_views
 from loopwatch.service.pipeline import Pipeline
 from tests.test_service_support import get, post, request_for, running, settle, value, wait_for
 
@@ -69,6 +69,13 @@ def rootless(spans: list[SpanView]) -> list[SpanView]:
     """The trace as a receiver sees it when the root (an HTTP server span, say) never comes:
     the agent span hangs under a parent that is not there."""
     agent = replace(spans[-1], parent_id=0x5EED)
+    return [*spans[:-1], agent]
+
+
+def behind_remote_parent(spans: list[SpanView]) -> list[SpanView]:
+    """The agent runs in a service called by a gateway that exports elsewhere: its top span
+    has a parent in another process (OTLP span flags say so) that never comes here."""
+    agent = replace(spans[-1], parent_id=0x5EED, extra={REMOTE_PARENT: True})
     return [*spans[:-1], agent]
 
 
@@ -130,6 +137,34 @@ def test_oldest_open_turn_is_evicted_at_the_bound() -> None:
     assert value(s.registry, "loopwatch_turns_evicted_total", reason="shutdown") == 2
     assert value(s.registry, "loopwatch_turns_total") == 3
     assert value(s.registry, "loopwatch_open_turns") == 0
+
+
+def test_a_process_root_after_the_agent_span_starts_the_grace(setup: Setup) -> None:
+    spans = behind_remote_parent(tickets())
+    # a tool service's server span: remote parent, but before the agent span came: no grace
+    tool_server = replace(spans[1], span_id=0xB0B, parent_id=spans[1].span_id)
+    tool_server = replace(tool_server, name="POST /tickets", attributes={}, extra=spans[-1].extra)
+    assert setup.pipeline.submit([*spans[:2], tool_server])
+    setup.advance(10.0)
+    assert setup.value("loopwatch_turns_total") == 0
+    assert setup.pipeline.submit(spans[2:])  # the rest, ending with the agent span
+    setup.advance(4.9)
+    assert setup.value("loopwatch_turns_total") == 0
+    setup.advance(0.1)
+    setup.settles_at("loopwatch_turns_total", 1)  # at the grace, not the 60 s idle timeout
+    assert setup.value("loopwatch_turn_max_attempts_sum") == 14
+    assert setup.value("loopwatch_turns_evicted_total") == 0
+
+
+def test_remote_parent_flag_is_read_from_otlp() -> None:
+    request = request_for(fourteen_tickets())
+    spans = request.resource_spans[0].scope_spans[0].spans
+    spans[-1].parent_span_id = b"\x01" * 8
+    spans[-1].flags = 0x300 | 1  # has-is-remote, is-remote, sampled
+    spans[0].flags = 0x100 | 1  # known to be local
+    views = span_views(request).spans
+    assert views[-1].extra == {REMOTE_PARENT: True}
+    assert [v.extra for v in views[:-1]] == [{}] * (len(views) - 1)
 
 
 def test_shutdown_ends_turns_whose_root_came_normally(setup: Setup) -> None:

@@ -14,6 +14,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from loopwatch.core.spans import EventView, SpanView
 
+# SpanView.extra key: the parent is in another process (OTLP span flags say so).
+REMOTE_PARENT = "remote_parent"
+_REMOTE_KNOWN = 0x100  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
+_REMOTE = 0x200  # SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+_REMOTE_EXTRA = {REMOTE_PARENT: True}
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 
 
@@ -174,12 +179,16 @@ def span_views(request: Any) -> Decoded:
                     rejected += 1
                     continue
                 parent = span.parent_span_id
+                has_parent = bool(parent) and any(parent)
                 status = span.status
+                remote = has_parent and span.flags & (_REMOTE_KNOWN | _REMOTE) == (
+                    _REMOTE_KNOWN | _REMOTE
+                )
                 spans.append(
                     SpanView(
                         trace_id=from_bytes(span.trace_id, "big"),
                         span_id=from_bytes(span.span_id, "big"),
-                        parent_id=from_bytes(parent, "big") if parent and any(parent) else None,
+                        parent_id=from_bytes(parent, "big") if has_parent else None,
                         name=span.name,
                         start_ns=span.start_time_unix_nano,
                         end_ns=span.end_time_unix_nano or span.start_time_unix_nano,
@@ -190,6 +199,7 @@ def span_views(request: Any) -> Decoded:
                         status_code=status.code,
                         status_description=status.message,
                         service=service,
+                        extra=_REMOTE_EXTRA if remote else {},
                     )
                 )
     return Decoded(spans, rejected)
@@ -209,6 +219,7 @@ def hex_ids_json(request: Any) -> bytes:
 
 
 __all__ = [
+    "REMOTE_PARENT",
     "Decoded",
     "RequestError",
     "count_spans",

@@ -7,13 +7,15 @@ import contextlib
 import logging
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 
+from loopwatch.conventions.read import is_turn_span
 from loopwatch.core.assembler import DROP_ERROR, EVICT_SHUTDOWN, TurnAssembler
 from loopwatch.core.config import Config
 from loopwatch.core.sink import Sink
 from loopwatch.core.spans import SpanView
+from loopwatch.service.otlp import REMOTE_PARENT
 
 log = logging.getLogger("loopwatch.service")
 
@@ -39,6 +41,12 @@ class Pipeline:
         self._busy = False  # the worker holds a batch it has not finished
         self._cond = threading.Condition()
         self._stopping = False
+        # Traces that have shown an agent span; and, of those, when a span whose parent is in
+        # another process arrived after it: that process (the agent's) is done with the trace,
+        # whose true root may never come here (a gateway exporting elsewhere), so the grace
+        # starts then, as the in-process processor finalizes at its local root.
+        self._with_turn: OrderedDict[int, None] = OrderedDict()
+        self._process_roots: OrderedDict[int, float] = OrderedDict()
         # traces open at shutdown: (finalized as usual, finalized without their root)
         self.finished_at_stop = (0, 0)
         self._worker = threading.Thread(target=self._run, name="loopwatch-pipeline", daemon=True)
@@ -114,16 +122,40 @@ class Pipeline:
         for span in spans:
             try:
                 add(span, root_finalizes=False)
+                if span.parent_id is not None:
+                    self._watch_process_root(span)
             except Exception:
                 log.debug("loopwatch: span not read", exc_info=True)
                 with contextlib.suppress(Exception):
                     self.sink.dropped(DROP_ERROR)
+
+    def _watch_process_root(self, span: SpanView) -> None:
+        trace_id = span.trace_id
+        turn = is_turn_span(span.name, span.attributes)
+        bound = self.config.max_open_turns
+        if turn and trace_id not in self._with_turn:
+            self._with_turn[trace_id] = None
+            if len(self._with_turn) > bound:
+                self._with_turn.popitem(last=False)
+        if (
+            span.extra.get(REMOTE_PARENT)
+            and (turn or trace_id in self._with_turn)
+            and trace_id not in self._process_roots
+        ):
+            self._process_roots[trace_id] = self.clock()
+            if len(self._process_roots) > bound:
+                self._process_roots.popitem(last=False)  # the idle timeout still ends it
 
     def _finalize_due(self) -> None:
         due = self.clock() - self.config.grace_seconds
         for trace_id, root_seen_at in self._assembler.pending_roots():
             if root_seen_at <= due:
                 self._assembler.finalize(trace_id)
+        roots = self._process_roots
+        while roots and next(iter(roots.values())) <= due:
+            trace_id, _ = roots.popitem(last=False)
+            self._with_turn.pop(trace_id, None)
+            self._assembler.finalize(trace_id)  # nothing when already finalized
 
     def _finish(self) -> None:
         # a trace whose root is in ends as usual; the others were cut short by the shutdown
