@@ -162,3 +162,9 @@ def test_an_agent_run_inside_a_tool_is_part_of_the_outer_turn() -> None:
     assert p.value("loopwatch_turn_max_attempts_sum") == 3
     assert p.value("loopwatch_tool_calls_total") == 4
     p.close()
+
+
+def test_siblings_under_a_missing_parent_are_one_turn() -> None:
+    # the agent span never arrived (another process, or dropped): its tool calls stay together
+    groups = split_turns(records((2, 99, tool(), 1), (3, 99, tool(), 2), (4, 99, tool(), 3)))
+    assert [(g.anchor, len(g.calls)) for g in groups] == [(99, 3)]

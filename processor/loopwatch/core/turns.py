@@ -36,8 +36,10 @@ def ancestry(records: Mapping[int, Record]) -> dict[int, tuple[int, int | None]]
             path.append(node)
             on_path.add(node)
             node = records[node].parent_id
-        if top is None:  # reached the root, a missing parent, or closed a cycle
-            top = path[-1] if path else start
+        if top is None:
+            # The root; or a parent not (yet) seen, which then anchors its children together
+            # (siblings under a missing agent span are one turn, not one turn each); or a cycle.
+            top = node if node is not None and node not in records else path[-1]
         for span_id in reversed(path):
             if outer is None and isinstance(records[span_id], TurnMark):
                 outer = span_id
