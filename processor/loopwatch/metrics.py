@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, Info
 
@@ -146,8 +147,17 @@ class LoopwatchMetrics:
         )
         Info("loopwatch_build", "loopwatch version.", registry=r).info({"version": VERSION})
         self._bound = _LabelBound(label_limit, self.label_overflow)
+        # labels() validates and locks on every call; the children it returns never change
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._first_seen: set[tuple[str, ...]] = set()
         self._lock = threading.Lock()
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def _first(self, key: tuple[str, ...]) -> bool:
         with self._lock:
@@ -162,43 +172,47 @@ class LoopwatchMetrics:
         service, agent, model = b("service", s.service), b("agent", s.agent), b("model", s.model)
         turn = (service, agent, model)
         exemplar = {"trace_id": trace_hex(s.trace_id)}
-        self.turns.labels(*turn).inc()
+        self._child(self.turns, *turn).inc()
         now = time.time()
         if self._first(("model", *turn)):
-            self.model_first_seen.labels(*turn).set(now)
+            self._child(self.model_first_seen, *turn).set(now)
         if s.max_attempts:
-            self.turn_max_attempts.labels(*turn).observe(s.max_attempts, exemplar)
+            self._child(self.turn_max_attempts, *turn).observe(s.max_attempts, exemplar)
         for t in s.tools:
             tool = b("tool", t.tool)
             version = b("tool_version", t.tool_version)
             if self._first(("tool", service, tool, version)):
-                self.tool_version_first_seen.labels(service, tool, version).set(now)
+                self._child(self.tool_version_first_seen, service, tool, version).set(now)
             for decision, n in t.guard_decisions:
-                self.guard_decisions.labels(service, agent, tool, decision).inc(n)
+                self._child(self.guard_decisions, service, agent, tool, decision).inc(n)
             if not t.max_attempts:
                 continue  # every call of this tool was answered by a guard
-            self.tool_max_attempts.labels(*turn, tool, version).observe(t.max_attempts, exemplar)
+            self._child(self.tool_max_attempts, *turn, tool, version).observe(
+                t.max_attempts, exemplar
+            )
             if t.no_rows_streak is not None:
-                self.no_rows_streak.labels(*turn, tool).observe(t.no_rows_streak, exemplar)
+                self._child(self.no_rows_streak, *turn, tool).observe(t.no_rows_streak, exemplar)
             for error_class, n in t.calls:
-                self.tool_calls.labels(*turn, tool, error_class).inc(n)
+                self._child(self.tool_calls, *turn, tool, error_class).inc(n)
             for error_class, n in t.repeats:
-                self.repeat_calls.labels(*turn, tool, error_class).inc(n)
+                self._child(self.repeat_calls, *turn, tool, error_class).inc(n)
             for error_class, kind in t.loops:
-                self.loops.labels(*turn, tool, error_class, kind).inc()
+                self._child(self.loops, *turn, tool, error_class, kind).inc()
             if t.over_cap_seconds:
-                self.over_cap_seconds.labels(*turn, tool).inc(t.over_cap_seconds)
+                self._child(self.over_cap_seconds, *turn, tool).inc(t.over_cap_seconds)
             if t.calls_without_arguments:
-                self.calls_without_arguments.labels(service, tool).inc(t.calls_without_arguments)
+                self._child(self.calls_without_arguments, service, tool).inc(
+                    t.calls_without_arguments
+                )
 
     def span(self, kind: str) -> None:
-        self.spans.labels(kind).inc()
+        self._child(self.spans, kind).inc()
 
     def dropped(self, reason: str) -> None:
-        self.spans_dropped.labels(reason).inc()
+        self._child(self.spans_dropped, reason).inc()
 
     def evicted(self, reason: str) -> None:
-        self.turns_evicted.labels(reason).inc()
+        self._child(self.turns_evicted, reason).inc()
 
     def late(self) -> None:
         self.late_spans.inc()

@@ -46,8 +46,12 @@ def span_view(span: ReadableSpan) -> SpanView:
         name=span.name or "",
         start_ns=span.start_time or 0,
         end_ns=span.end_time or span.start_time or 0,
-        attributes=span.attributes or {},
-        events=tuple(EventView(e.name, e.attributes or {}) for e in span.events),
+        # one copy into a plain dict: the SDK's mapping answers each lookup several calls deep,
+        # and the conventions make a dozen lookups per span
+        attributes=dict(span.attributes) if span.attributes else {},
+        events=tuple(EventView(e.name, dict(e.attributes or {})) for e in span.events)
+        if span.events
+        else (),
         status_code=_STATUS.get(span.status.status_code, STATUS_UNSET),
         status_description=span.status.description or "",
         service=str(service) if service else "unknown",
