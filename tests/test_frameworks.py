@@ -8,7 +8,6 @@ known, and reads them back from the real LoopwatchSpanProcessor's metrics.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
+from tests.fixtures.openai_responses import final_message, tool_call
 from tests.helpers import Pipeline
 
 pytestmark = pytest.mark.frameworks
@@ -233,11 +233,6 @@ def _openai_agent(script: list[Any], tools: list[Any]) -> Any:
     from agents import Agent, Usage
     from agents.items import ModelResponse
     from agents.models.interface import Model
-    from openai.types.responses import (
-        ResponseFunctionToolCall,
-        ResponseOutputMessage,
-        ResponseOutputText,
-    )
 
     class ScriptedModel(Model):
         def __init__(self) -> None:
@@ -248,29 +243,9 @@ def _openai_agent(script: list[Any], tools: list[Any]) -> Any:
             output: list[Any]
             if i < len(script):
                 name, arguments = script[i]
-                output = [
-                    ResponseFunctionToolCall(
-                        type="function_call",
-                        id=f"fc_{i}",
-                        call_id=f"call_{i}",
-                        name=name,
-                        arguments=json.dumps(arguments),
-                        status="completed",
-                    )
-                ]
+                output = [tool_call(str(i), name, arguments)]
             else:
-                text = ResponseOutputText(
-                    type="output_text", text="I have escalated your refund.", annotations=[]
-                )
-                output = [
-                    ResponseOutputMessage(
-                        type="message",
-                        id="msg_final",
-                        role="assistant",
-                        status="completed",
-                        content=[text],
-                    )
-                ]
+                output = [final_message("I have escalated your refund.")]
             return ModelResponse(output=output, usage=Usage(), response_id=None)
 
         def stream_response(self, *args: Any, **kwargs: Any) -> Any:

@@ -4,7 +4,6 @@ offline (the SDK's trace export is replaced by the OpenInference bridge to a loc
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +14,7 @@ from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.scenarios import TICKET_SUMMARIES
 from loopwatch.guards import LoopBreaker, idempotency_key
 from loopwatch.guards.openai_agents import guard_agent, run
+from tests.fixtures.openai_responses import final_message, tool_call
 from tests.fixtures.tools.tickets import TicketService
 from tests.helpers import Pipeline
 
@@ -52,11 +52,6 @@ def _model(orders: list[list[str]]) -> Any:
     from agents import Usage
     from agents.items import ModelResponse
     from agents.models.interface import Model
-    from openai.types.responses import (
-        ResponseFunctionToolCall,
-        ResponseOutputMessage,
-        ResponseOutputText,
-    )
 
     class ScriptedModel(Model):
         def __init__(self) -> None:
@@ -77,19 +72,14 @@ def _model(orders: list[list[str]]) -> Any:
             output: list[Any]
             if tools and i < len(orders):
                 output = [
-                    ResponseFunctionToolCall(
-                        type="function_call",
-                        id=f"fc_{i}_{j}",
-                        call_id=f"call_{i}_{j}",
-                        name="create_ticket",
-                        arguments=json.dumps(
-                            {
-                                "customer_id": CUSTOMER,
-                                "order_id": order,
-                                "summary": TICKET_SUMMARIES[i % len(TICKET_SUMMARIES)],
-                            }
-                        ),
-                        status="completed",
+                    tool_call(
+                        f"{i}_{j}",
+                        "create_ticket",
+                        {
+                            "customer_id": CUSTOMER,
+                            "order_id": order,
+                            "summary": TICKET_SUMMARIES[i % len(TICKET_SUMMARIES)],
+                        },
                     )
                     for j, order in enumerate(orders[i])
                 ]
@@ -99,20 +89,7 @@ def _model(orders: list[list[str]]) -> Any:
                     for item in input
                     if isinstance(item, dict) and item.get("type") == "function_call_output"
                 ]
-                text = ResponseOutputText(
-                    type="output_text",
-                    text=f"Update on your refund: {outputs[-1]}",
-                    annotations=[],
-                )
-                output = [
-                    ResponseOutputMessage(
-                        type="message",
-                        id="msg_final",
-                        role="assistant",
-                        status="completed",
-                        content=[text],
-                    )
-                ]
+                output = [final_message(f"Update on your refund: {outputs[-1]}")]
             return ModelResponse(output=output, usage=Usage(), response_id=None)
 
         def stream_response(self, *args: Any, **kwargs: Any) -> Any:
