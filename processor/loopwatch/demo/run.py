@@ -135,7 +135,13 @@ def run(args: argparse.Namespace) -> int:
         provider.add_span_processor(
             BatchSpanProcessor(OTLPSpanExporter(endpoint=args.otlp_endpoint, insecure=True))
         )
-        out.write(f"loopwatch demo: sending spans over OTLP to {args.otlp_endpoint}\n")
+        out.write(
+            f"loopwatch demo: sending spans over OTLP to {args.otlp_endpoint}\n"
+            "  the receiving loopwatch counts them with its own declarations: give it\n"
+            '  [tools.create_ticket] identity = ["customer_id", "order_id"] and\n'
+            '  [tools.search_orders] result = "rows" (deploy/loopwatch/loopwatch.toml has them),\n'
+            "  or the reworded tickets look like distinct calls.\n"
+        )
     else:
         tally = Tally(LoopwatchMetrics(label_limit=config.label_limit))
         processor = LoopwatchSpanProcessor(config=config, sink=tally)
