@@ -186,3 +186,8 @@ def test_tool_version_and_first_seen_markers(declared: Pipeline) -> None:
         > 1.7e9
     )
     assert declared.value("loopwatch_model_first_seen_timestamp_seconds", model="gpt-4.1") > 1.7e9
+
+
+def test_a_tool_that_only_failed_has_no_streak_observation(declared: Pipeline) -> None:
+    emit_turn(declared.tracer, fourteen_tickets(), 10 * S)
+    assert declared.value("loopwatch_no_rows_streak_count", tool="create_ticket") == 0

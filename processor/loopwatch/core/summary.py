@@ -44,7 +44,9 @@ class TurnSummary:
 
 
 def _streak(calls: list[ToolCall]) -> int | None:
-    if all(c.result == UNKNOWN and c.error_class == OK for c in calls):
+    """Longest run of consecutive empty results; None when no result was readable (content
+    capture off, or every call failed). A failed call breaks a run like a call with rows."""
+    if all(c.result == UNKNOWN for c in calls):
         return None
     longest = run = 0
     for c in calls:
