@@ -147,3 +147,26 @@ def test_metrics_endpoint_serves_openmetrics_with_exemplars() -> None:
     finally:
         server.shutdown()
         p.close()
+
+
+def test_attaching_twice_neither_raises_nor_counts_twice() -> None:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from prometheus_client import REGISTRY
+
+    import loopwatch
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "attach-twice"}))
+    config = Config(tools={"create_ticket": ToolDeclaration(identity=("order_id",))})
+    first = loopwatch.instrument(provider, config, serve=False)
+    assert loopwatch.instrument(provider, config, serve=False) is first
+    # a second processor on the same (default) registry shares its metrics instead of raising
+    second = loopwatch.LoopwatchSpanProcessor(config=config)
+    assert second.sink is first.sink
+    second.shutdown()
+    emit_turn(provider.get_tracer("t"), fourteen_tickets(), 10 * S)
+    provider.force_flush()
+    labels = {"service": "attach-twice", "agent": "support", "model": "gpt-4.1"}
+    assert REGISTRY.get_sample_value("loopwatch_turns_total", labels) == 1
+    assert REGISTRY.get_sample_value("loopwatch_turn_max_attempts_sum", labels) == 14
+    provider.shutdown()

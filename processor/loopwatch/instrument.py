@@ -15,6 +15,8 @@ from loopwatch.processor import LoopwatchSpanProcessor
 log = logging.getLogger("loopwatch")
 _lock = threading.Lock()
 _servers: dict[tuple[str, int], Any] = {}
+# provider -> its processor, so a second instrument() call does not count every span twice
+_attached: dict[int, LoopwatchSpanProcessor] = {}
 
 
 def serve_metrics(host: str, port: int) -> None:
@@ -41,8 +43,11 @@ def instrument(
             f"({type(provider).__name__}); set one with trace.set_tracer_provider(...) first, "
             "or pass tracer_provider="
         )
-    processor = LoopwatchSpanProcessor(config=config)
-    provider.add_span_processor(processor)
+    with _lock:
+        processor = _attached.get(id(provider))
+        if processor is None:
+            processor = _attached[id(provider)] = LoopwatchSpanProcessor(config=config)
+            provider.add_span_processor(processor)
     if serve:
         serve_metrics(config.metrics_host, config.metrics_port)
     log.info(

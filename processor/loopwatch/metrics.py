@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, Info
@@ -221,4 +222,23 @@ class LoopwatchMetrics:
         self.open_turns_gauge.set(count)
 
 
-__all__ = ["NO_ROWS", "LoopwatchMetrics"]
+_shared: weakref.WeakKeyDictionary[CollectorRegistry, LoopwatchMetrics] = (
+    weakref.WeakKeyDictionary()
+)
+_shared_lock = threading.Lock()
+
+
+def metrics_for(
+    registry: CollectorRegistry | None = None, label_limit: int = 200
+) -> LoopwatchMetrics:
+    """The one LoopwatchMetrics of a registry: a second processor on the same registry shares it
+    (registering the metrics twice would raise into the host)."""
+    r = REGISTRY if registry is None else registry
+    with _shared_lock:
+        metrics = _shared.get(r)
+        if metrics is None:
+            metrics = _shared[r] = LoopwatchMetrics(r, label_limit)
+        return metrics
+
+
+__all__ = ["NO_ROWS", "LoopwatchMetrics", "metrics_for"]

@@ -23,7 +23,7 @@ from loopwatch.core.assembler import DROP_ERROR, TurnAssembler
 from loopwatch.core.config import Config, load_config
 from loopwatch.core.sink import Sink
 from loopwatch.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
-from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.metrics import metrics_for
 
 log = logging.getLogger("loopwatch")
 
@@ -73,9 +73,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
     ) -> None:
         self.config = config if config is not None else load_config()
         self.sink: Sink = (
-            sink
-            if sink is not None
-            else LoopwatchMetrics(registry, label_limit=self.config.label_limit)
+            sink if sink is not None else metrics_for(registry, label_limit=self.config.label_limit)
         )
         self._assembler = TurnAssembler(self.config, self.sink)
         self._queue: deque[ReadableSpan | tuple[Span]] = deque()

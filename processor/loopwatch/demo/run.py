@@ -20,7 +20,7 @@ from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import Turn, eleven_empty_searches, flaky, fourteen_tickets, healthy
 from loopwatch.demo.tally import Tally
 from loopwatch.instrument import serve_metrics
-from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.metrics import metrics_for
 from loopwatch.processor import LoopwatchSpanProcessor
 
 DEMO_TOOLS = {
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             "  or the reworded tickets look like distinct calls.\n"
         )
     else:
-        tally = Tally(LoopwatchMetrics(label_limit=config.label_limit))
+        tally = Tally(metrics_for(label_limit=config.label_limit))
         processor = LoopwatchSpanProcessor(config=config, sink=tally)
         provider.add_span_processor(processor)
         try:
