@@ -104,3 +104,31 @@ def test_spans_per_turn_are_bounded() -> None:
     for span_id in range(2, 10):
         assembler.add(SpanView(7, span_id, 1, "child", 0, 1, {}))
     assert dropped == ["turn_full"] * 3
+
+
+def test_plain_traffic_is_not_buffered_in_process() -> None:
+    from tests.helpers import Pipeline, S
+
+    p = Pipeline()
+    request = p.tracer.start_span("GET /orders", start_time=S)
+    from opentelemetry import trace
+
+    with trace.use_span(request, end_on_exit=False):
+        for i in range(200):  # database spans of an ordinary request: no agent anywhere
+            p.tracer.start_span("SELECT orders", start_time=(2 + i) * S).end(end_time=(3 + i) * S)
+        p.flush()
+        assert p.processor._assembler.open_turns == 0
+        agent = p.tracer.start_span(
+            "invoke_agent support", start_time=300 * S, attributes={"gen_ai.agent.name": "a"}
+        )
+        with trace.use_span(agent, end_on_exit=False):
+            p.tracer.start_span("SELECT customers", start_time=301 * S).end(end_time=302 * S)
+            p.flush()
+            # the agent's start opened its trace; the plain span under it was not kept
+            assert p.processor._assembler.open_turns == 1
+        agent.end(end_time=303 * S)
+    request.end(end_time=400 * S)
+    assert p.value("loopwatch_turns_total") == 1  # the agent answered without tools
+    assert p.value("loopwatch_open_turns") == 0
+    assert p.value("loopwatch_spans_total", kind="other") == 202
+    p.close()

@@ -14,6 +14,7 @@ from loopwatch.core.records import (
     KIND_OTHER,
     KIND_TOOL,
     KIND_TURN,
+    Link,
     LlmMark,
     Record,
     ToolCall,
@@ -50,10 +51,11 @@ class _Trace:
     last_seen: float
     records: dict[int, Record] = field(default_factory=dict)
     root_seen_at: float | None = None
-    # seen at their start (in process): each span's parent, and which are agent/workflow spans,
-    # so an agent span that ends can tell whether it is outermost
-    started_parents: dict[int, int | None] = field(default_factory=dict)
-    started_turns: set[int] = field(default_factory=set)
+    # in process, from span starts: agent/workflow spans and every span started inside one, so
+    # an agent span that ends can tell whether it is outermost (its parent is not in here)
+    in_turn: set[int] = field(default_factory=set)
+    # parents of the records kept; in process a plain span is kept only if one of them
+    referenced: set[int] = field(default_factory=set)
     turns_emitted: int = 0
 
 
@@ -89,27 +91,17 @@ class TurnAssembler:
     def span_started(
         self, trace_id: int, span_id: int, parent_id: int | None, is_turn: bool
     ) -> None:
-        """A span started (in process, from ``on_start``)."""
+        """A span started (in process, from ``on_start``). Parents start before their children,
+        so knowing whether the parent is inside a turn is enough."""
         if trace_id in self._finalized:
             return
-        trace = self._trace(trace_id, "unknown")
-        if len(trace.started_parents) < self.config.max_spans_per_turn:
-            trace.started_parents[span_id] = parent_id
-            if is_turn:
-                trace.started_turns.add(span_id)
-
-    @staticmethod
-    def _outermost_turn(trace: _Trace, span_id: int) -> bool:
-        if span_id not in trace.started_turns:
-            return False
-        node = trace.started_parents.get(span_id)
-        seen: set[int] = set()
-        while node is not None and node not in seen:
-            if node in trace.started_turns:
-                return False
-            seen.add(node)
-            node = trace.started_parents.get(node)
-        return True
+        trace = self._traces.get(trace_id)
+        inside = trace is not None and parent_id in trace.in_turn
+        if not (is_turn or inside):
+            return  # plain traffic: nothing is kept for it
+        trace = trace if trace is not None else self._trace(trace_id, "unknown")
+        if len(trace.in_turn) < self.config.max_spans_per_turn:
+            trace.in_turn.add(span_id)
 
     def add(self, span: SpanView, *, root_finalizes: bool = True) -> None:
         """Read one finished span. With ``root_finalizes`` (in process) a local root's end
@@ -120,18 +112,33 @@ class TurnAssembler:
         if trace_id in self._finalized:
             self.sink.late()
             return
+        if root_finalizes and isinstance(record, Link):
+            # In process spans end children first, so a plain span that no kept span hangs
+            # under is not needed for any turn: a web app's other spans cost no memory.
+            known = self._traces.get(trace_id)
+            if known is None or span.span_id not in known.referenced:
+                if known is not None and span.parent_id is None:
+                    self.finalize(trace_id)
+                return
         trace = self._trace(trace_id, span.service)
         if len(trace.records) >= self.config.max_spans_per_turn:
             self.sink.dropped(DROP_TURN_FULL)
             return
         trace.records[span.span_id] = record
+        if span.parent_id is not None:
+            trace.referenced.add(span.parent_id)
         if span.parent_id is None:
             trace.service = span.service
             trace.root_seen_at = trace.last_seen
             if root_finalizes:
                 self.finalize(trace_id)
                 return
-        elif root_finalizes and self._outermost_turn(trace, span.span_id):
+        elif (
+            root_finalizes
+            and span.span_id in trace.in_turn
+            and span.parent_id not in trace.in_turn
+            and isinstance(record, TurnMark)
+        ):
             self._finalize_subtree(trace_id, trace, span.span_id)
         self.sink.open_turns(len(self._traces))
 
