@@ -101,8 +101,9 @@ def test_spans_per_turn_are_bounded() -> None:
     dropped: list[str] = []
     sink.dropped = dropped.append  # type: ignore[method-assign]
     assembler = TurnAssembler(Config(max_spans_per_turn=5), sink)
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}
     for span_id in range(2, 10):
-        assembler.add(SpanView(7, span_id, 1, "child", 0, 1, {}))
+        assembler.add(SpanView(7, span_id, 1, "execute_tool t", 0, 1, tool))
     assert dropped == ["turn_full"] * 3
 
 
