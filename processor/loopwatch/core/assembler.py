@@ -125,21 +125,21 @@ class TurnAssembler:
             self.sink.dropped(DROP_TURN_FULL)
             return
         trace.records[span.span_id] = record
-        if span.parent_id is not None:
-            trace.referenced.add(span.parent_id)
         if span.parent_id is None:
             trace.service = span.service
             trace.root_seen_at = trace.last_seen
             if root_finalizes:
                 self.finalize(trace_id)
                 return
-        elif (
-            root_finalizes
-            and span.span_id in trace.in_turn
-            and span.parent_id not in trace.in_turn
-            and isinstance(record, TurnMark)
-        ):
-            self._finalize_subtree(trace_id, trace, span.span_id)
+        else:
+            trace.referenced.add(span.parent_id)
+            outermost_turn = (
+                isinstance(record, TurnMark)
+                and span.span_id in trace.in_turn
+                and span.parent_id not in trace.in_turn
+            )
+            if root_finalizes and outermost_turn:
+                self._finalize_subtree(trace_id, trace, span.span_id)
         self.sink.open_turns(len(self._traces))
 
     def _finalize_subtree(self, trace_id: int, trace: _Trace, anchor: int) -> None:
@@ -147,7 +147,7 @@ class TurnAssembler:
         a long request): its turn is complete, so finalize it now rather than at the root."""
         inside = {
             span_id
-            for span_id, (top, outer) in ancestry(trace.records).items()
+            for span_id, (_, outer) in ancestry(trace.records).items()
             if outer == anchor or span_id == anchor
         }
         records = {span_id: trace.records[span_id] for span_id in inside}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -203,7 +203,3 @@ def load_config(
             raise ConfigError(f"{file}: not valid TOML: {e}") from None
         config = config_from_mapping(data, str(file))
     return apply_environment(config, env)
-
-
-def config_fields() -> list[str]:
-    return [f.name for f in fields(Config)]
