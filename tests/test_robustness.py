@@ -179,6 +179,14 @@ def test_queue_bound_drops_are_counted_not_raised() -> None:
         assert len(processor._queue) == 10
     processor.force_flush()
     assert _samples(registry, "loopwatch_spans_dropped_total") == {("queue_full",): 15.0}
+    # 5 spans fit (a start and an end each); each of the other 20 meets a full queue twice
+    # and is one drop, not two
+    with processor._lock:
+        for _ in range(25):
+            processor.on_start(span)  # type: ignore[arg-type]
+            processor.on_end(span)
+    processor.force_flush()
+    assert _samples(registry, "loopwatch_spans_dropped_total") == {("queue_full",): 35.0}
     processor.shutdown()
 
 

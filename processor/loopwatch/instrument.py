@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from typing import Any
 
 from opentelemetry import trace
@@ -16,7 +17,7 @@ log = logging.getLogger("loopwatch")
 _lock = threading.Lock()
 _servers: dict[tuple[str, int], Any] = {}
 # provider -> its processor, so a second instrument() call does not count every span twice
-_attached: dict[int, LoopwatchSpanProcessor] = {}
+_attached: weakref.WeakKeyDictionary[Any, LoopwatchSpanProcessor] = weakref.WeakKeyDictionary()
 
 
 def serve_metrics(host: str, port: int) -> None:
@@ -44,9 +45,9 @@ def instrument(
             "or pass tracer_provider="
         )
     with _lock:
-        processor = _attached.get(id(provider))
+        processor = _attached.get(provider)
         if processor is None:
-            processor = _attached[id(provider)] = LoopwatchSpanProcessor(config=config)
+            processor = _attached[provider] = LoopwatchSpanProcessor(config=config)
             provider.add_span_processor(processor)
     if serve:
         serve_metrics(config.metrics_host, config.metrics_port)

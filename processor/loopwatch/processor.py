@@ -91,11 +91,11 @@ class LoopwatchSpanProcessor(SpanProcessor):
 
     # -- the agent's thread -------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        # Starts matter only to tell an outermost agent span when it ends; the worker decides.
+        # Starts only tell an outermost agent span when it ends (the worker decides). On a full
+        # queue one is skipped uncounted: its span is counted at its end, read or dropped, and
+        # its turn is still finalized when the root ends.
         if len(self._queue) < self._limit:
             self._queue.append((span,))  # a 1-tuple marks a start: cheaper than any object
-        else:
-            self._queue_drops.append(None)
 
     def on_end(self, span: ReadableSpan) -> None:
         if len(self._queue) < self._limit:
