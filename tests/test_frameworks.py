@@ -59,6 +59,17 @@ def _max_attempts(p: Pipeline, **labels: str) -> float:
     return p.value("loopwatch_turn_max_attempts_sum", **labels)
 
 
+def _assert_one_timeout_loop(p: Pipeline, agent: str, attempts: int) -> None:
+    """One turn of ``agent`` whose create_ticket calls timed out ``attempts`` times on one key."""
+    assert p.value("loopwatch_turns_total", agent=agent) == 1
+    assert _max_attempts(p, agent=agent) == attempts
+    calls = p.value("loopwatch_tool_calls_total", tool="create_ticket", error_class="timeout")
+    assert calls == attempts
+    assert p.value("loopwatch_repeat_calls_total", tool="create_ticket") == attempts - 1
+    assert p.value("loopwatch_loops_total", tool="create_ticket", error_class="timeout") == 1
+    assert p.value("loopwatch_calls_without_arguments_total") == 0
+
+
 def _streak(p: Pipeline, tool: str) -> float:
     assert p.value("loopwatch_no_rows_streak_count", tool=tool) == 1
     return p.value("loopwatch_no_rows_streak_sum", tool=tool)
@@ -277,12 +288,7 @@ def test_openai_agents_reported_timeouts_are_one_key(openai_agents: Pipeline) ->
     assert _run_openai_agent(agent) == "I have escalated your refund."
     p = openai_agents
     # The turn is the bridge's root AGENT span, named after the run's workflow (SDK default).
-    assert p.value("loopwatch_turns_total", agent="Agent workflow") == 1
-    assert _max_attempts(p, agent="Agent workflow") == 5
-    assert p.value("loopwatch_tool_calls_total", tool="create_ticket", error_class="timeout") == 5
-    assert p.value("loopwatch_repeat_calls_total", tool="create_ticket") == 4
-    assert p.value("loopwatch_loops_total", tool="create_ticket", error_class="timeout") == 1
-    assert p.value("loopwatch_calls_without_arguments_total") == 0
+    _assert_one_timeout_loop(p, agent="Agent workflow", attempts=5)
 
 
 def test_openai_agents_sdk_tool_timeouts_are_one_key(openai_agents: Pipeline) -> None:
@@ -395,12 +401,7 @@ def test_langgraph_raised_timeouts_are_one_key(langchain: Pipeline) -> None:
     assert _run_react_agent(agent) == "I have escalated your refund."
     p = langchain
     # The turn is the graph's root span, named after the graph (create_react_agent's name).
-    assert p.value("loopwatch_turns_total", agent="support") == 1
-    assert _max_attempts(p, agent="support") == 6
-    assert p.value("loopwatch_tool_calls_total", tool="create_ticket", error_class="timeout") == 6
-    assert p.value("loopwatch_repeat_calls_total", tool="create_ticket") == 5
-    assert p.value("loopwatch_loops_total", tool="create_ticket", error_class="timeout") == 1
-    assert p.value("loopwatch_calls_without_arguments_total") == 0
+    _assert_one_timeout_loop(p, agent="support", attempts=6)
 
 
 def test_langgraph_empty_searches_with_bare_string_input(langchain: Pipeline) -> None:
