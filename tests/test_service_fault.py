@@ -171,7 +171,7 @@ def test_sigkill_and_restart_keeps_rate_correct(
         straddle = killed - time.monotonic() + now + 3  # three seconds after the restart
         rate = _scalar(web, f"rate({series}[8s])", straddle)
         assert 0.5 * TURNS_PER_SECOND <= rate <= 1.5 * TURNS_PER_SECOND, rate
-        # the figures quoted in the README (`pytest -s tests/test_service_fault.py` shows them)
+        # what was measured, beyond the bounds (`pytest -s tests/test_service_fault.py`)
         print(
             f"\nrestart {restart_seconds:.2f}s; resets 1; increase {increase:.1f} of {sent} "
             f"turns sent; rate across the restart {rate:.2f}/s of {TURNS_PER_SECOND}/s"
