@@ -414,11 +414,16 @@ def test_reworded_summaries_share_a_key_under_the_declared_identity(shape: str) 
     assert first.key == second.key
     other = tool_call(build({"customer_id": "c_77777", "order_id": "88214", "summary": "x"}, 3))
     assert other.key != first.key
-    # Without the declaration the whole arguments are the identity: the byte-equality failure.
+    # Undeclared, a failed call is keyed on its arguments minus free text: the same key again.
     bare = Config()
+    inferred = tool_call(build({**TICKET, "summary": SUMMARY_A}, 1), bare).key
+    assert inferred == tool_call(build({**TICKET, "summary": SUMMARY_B}, 2), bare).key
+    assert inferred.inferred and not first.key.inferred
+    # identity = "*" keys on the whole arguments: the byte-equality failure, chosen explicitly.
+    whole = Config(tools={"create_ticket": ToolDeclaration(identity=("*",))})
     assert (
-        tool_call(build({**TICKET, "summary": SUMMARY_A}, 1), bare).key
-        != tool_call(build({**TICKET, "summary": SUMMARY_B}, 2), bare).key
+        tool_call(build({**TICKET, "summary": SUMMARY_A}, 1), whole).key
+        != tool_call(build({**TICKET, "summary": SUMMARY_B}, 2), whole).key
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -46,31 +47,97 @@ def test_fourteen_tickets_are_one_key_with_fourteen_attempts(declared: Pipeline)
     assert p.value("loopwatch_turn_max_attempts_count", model="gpt-4.1", agent="support") == 1
 
 
-def test_without_declaration_the_rewordings_look_distinct() -> None:
+def test_without_declaration_the_incident_is_one_inferred_key() -> None:
+    """No loopwatch.toml: the failed calls are keyed on their arguments minus free text."""
     p = Pipeline(Config())
+    emit_turn(p.tracer, fourteen_tickets(), 1000 * S)
+    assert p.value("loopwatch_turn_max_attempts_sum") == 14
+    assert p.value("loopwatch_repeat_calls_total", error_class="timeout") == 13
+    assert p.value("loopwatch_loops_total", error_class="timeout", kind="repeat") == 1
+    assert p.value("loopwatch_loops_total") == 1
+    assert round(p.value("loopwatch_over_cap_seconds_total"), 3) == 330.088
+    assert p.value("loopwatch_calls_keyed_by_inference_total", tool="create_ticket") == 14
+    p.close()
+
+
+def test_identity_star_keeps_the_whole_arguments() -> None:
+    p = Pipeline(Config(tools={"create_ticket": ToolDeclaration(identity=("*",))}))
     emit_turn(p.tracer, fourteen_tickets(), 1000 * S)
     assert p.value("loopwatch_turn_max_attempts_sum") == 1
     assert p.value("loopwatch_repeat_calls_total") == 0
     assert p.value("loopwatch_loops_total") == 0
     assert p.value("loopwatch_tool_calls_total", error_class="timeout") == 14
+    assert p.value("loopwatch_calls_keyed_by_inference_total") == 0
+    p.close()
 
 
-def test_invalid_arguments_then_timeout_on_same_identity_are_two_keys(declared: Pipeline) -> None:
+def _twelve_orders(summary: Callable[[int], str]) -> Turn:
+    return Turn(
+        "support",
+        "gpt-4.1",
+        tuple(
+            Call(
+                "create_ticket",
+                {"customer_id": "c_40912", "order_id": str(88200 + i), "summary": summary(i)},
+                120,
+                result={"ticket": f"T-{i}"},
+            )
+            for i in range(12)
+        ),
+    )
+
+
+def test_undeclared_successful_work_is_not_a_loop() -> None:
+    """Successful calls stay keyed on all their arguments: twelve orders (or one order with
+    twelve different notes) is work, not a loop."""
+    p = Pipeline(Config())
+    t = emit_turn(p.tracer, _twelve_orders(lambda i: "Refund missing"), 1000 * S)
+    same_order = Turn(
+        "support",
+        "gpt-4.1",
+        tuple(
+            Call("create_ticket", {**c.arguments, "order_id": "88214"}, 120, result={"t": 1})
+            for c in _twelve_orders(lambda i: f"Note {i} for the order").calls
+        ),
+    )
+    emit_turn(p.tracer, same_order, t)
+    assert p.value("loopwatch_turns_total") == 2
+    assert p.value("loopwatch_turn_max_attempts_sum") == 2
+    assert p.value("loopwatch_tool_calls_total", error_class="ok") == 24
+    assert p.value("loopwatch_loops_total") == 0
+    assert p.value("loopwatch_repeat_calls_total") == 0
+    assert p.value("loopwatch_calls_keyed_by_inference_total") == 0
+    p.close()
+
+
+@pytest.mark.parametrize("config", [DECLARED, Config()], ids=["declared", "undeclared"])
+def test_invalid_arguments_then_timeout_on_same_identity_are_two_keys(config: Config) -> None:
+    p = Pipeline(config)
     args = {"customer_id": "c_1", "order_id": "1"}
     turn = Turn(
         "support",
         "gpt-4.1",
         (
             Call(
-                "create_ticket", {**args, "summary": "a"}, 20, error=ValueError("invalid priority")
+                "create_ticket",
+                {**args, "summary": "a first try"},
+                20,
+                error=ValueError("invalid priority"),
             ),
-            Call("create_ticket", {**args, "summary": "b"}, 30_000, error=TimeoutError("slow")),
+            Call(
+                "create_ticket",
+                {**args, "summary": "another try"},
+                30_000,
+                error=TimeoutError("slow"),
+            ),
         ),
     )
-    emit_turn(declared.tracer, turn, 1000 * S)
-    assert declared.value("loopwatch_turn_max_attempts_sum") == 1
-    assert declared.value("loopwatch_tool_calls_total", error_class="invalid_arguments") == 1
-    assert declared.value("loopwatch_tool_calls_total", error_class="timeout") == 1
+    emit_turn(p.tracer, turn, 1000 * S)
+    assert p.value("loopwatch_turn_max_attempts_sum") == 1
+    assert p.value("loopwatch_tool_calls_total", error_class="invalid_arguments") == 1
+    assert p.value("loopwatch_tool_calls_total", error_class="timeout") == 1
+    assert p.value("loopwatch_calls_keyed_by_inference_total") == (0 if config.tools else 2)
+    p.close()
 
 
 def test_eleven_empty_searches_are_a_no_rows_streak(declared: Pipeline) -> None:
@@ -93,9 +160,13 @@ def test_rows_on_the_fifth_search_reset_the_streak(declared: Pipeline) -> None:
     assert declared.value("loopwatch_loops_total", kind="no_rows") == 1
 
 
+@pytest.mark.parametrize("config", [DECLARED, Config()], ids=["declared", "undeclared"])
 @pytest.mark.parametrize("convention", CONVENTIONS)
-def test_same_numbers_whichever_convention_emitted_the_trace(convention: str) -> None:
-    p = Pipeline(DECLARED)
+def test_same_numbers_whichever_convention_emitted_the_trace(
+    convention: str, config: Config
+) -> None:
+    """With the declaration or without any config (the inferred key): the same numbers."""
+    p = Pipeline(config)
     t = emit_turn(p.tracer, fourteen_tickets(model="m1"), 1000 * S, convention)
     emit_turn(p.tracer, eleven_empty_searches(model="m1"), t, convention)
     got = {

@@ -146,6 +146,13 @@ class LoopwatchMetrics:
             ["service", "tool"],
             registry=r,
         )
+        self.calls_keyed_by_inference = Counter(
+            "loopwatch_calls_keyed_by_inference",
+            "Failed calls of tools with no identity declaration, keyed on their arguments minus "
+            "free text.",
+            ["service", "tool"],
+            registry=r,
+        )
         Info("loopwatch_build", "loopwatch version.", registry=r).info({"version": VERSION})
         self._bound = _LabelBound(label_limit, self.label_overflow)
         # labels() validates and locks on every call; the children it returns never change
@@ -204,6 +211,10 @@ class LoopwatchMetrics:
             if t.calls_without_arguments:
                 self._child(self.calls_without_arguments, service, tool).inc(
                     t.calls_without_arguments
+                )
+            if t.calls_keyed_by_inference:
+                self._child(self.calls_keyed_by_inference, service, tool).inc(
+                    t.calls_keyed_by_inference
                 )
 
     def span(self, kind: str) -> None:

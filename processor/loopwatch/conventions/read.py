@@ -15,7 +15,7 @@ from loopwatch.conventions.openllmetry import OPENLLMETRY
 from loopwatch.conventions.payloads import decode_arguments, decode_result, parse_text
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
-from loopwatch.core.identity import MISSING, get_path, short_hash
+from loopwatch.core.identity import MISSING, WHOLE_ARGUMENTS, get_path, short_hash
 from loopwatch.core.keys import attempt_key
 from loopwatch.core.outcomes import OK, classify_error, error_text_in_result, result_fingerprint
 from loopwatch.core.records import (
@@ -29,6 +29,7 @@ from loopwatch.core.records import (
     TurnMark,
 )
 from loopwatch.core.spans import STATUS_ERROR, SpanView
+from loopwatch.core.undeclared import warn_undeclared
 
 FAMILIES = (GENAI, OPENINFERENCE, OPENLLMETRY)
 _TOOL_MARKERS = tuple(m for f in FAMILIES for m in f.tool)
@@ -226,6 +227,8 @@ def _tool_call(span: SpanView, config: Config) -> ToolCall:
     known, arguments = decode_arguments(raw_arguments)
     if known and frameworks.adk_content_disabled(attrs):
         known = False
+    if known:
+        warn_undeclared(tool, arguments, declaration)
     result_known, result, envelope_error = decode_result(raw_result)
     if result_known and frameworks.adk_result_disabled(attrs):
         result_known, result = False, None
@@ -268,18 +271,19 @@ def _tool_call(span: SpanView, config: Config) -> ToolCall:
 def _keying_declaration(
     arguments: Any, declaration: ToolDeclaration | None
 ) -> ToolDeclaration | None:
-    """The declaration to key with: without its identity when none of the identity fields can
-    be read from the arguments (positional arguments, another shape), so that such calls key on
-    their whole arguments instead of all collapsing into one identity of nulls."""
+    """The declaration to key with: keyed on all arguments when none of the identity fields can
+    be read from the arguments (positional arguments, another shape), so that such calls do not
+    all collapse into one identity of nulls."""
     fields = declaration.identity if declaration is not None else None
     if declaration is None or not fields or declaration.whole_arguments:
         return declaration
+    whole = replace(declaration, identity=(WHOLE_ARGUMENTS,))
     if not isinstance(arguments, dict | list):
         # a bare value stands for the one declared field (core.identity), never for several
-        return declaration if len(fields) == 1 else replace(declaration, identity=None)
+        return declaration if len(fields) == 1 else whole
     if any(get_path(arguments, f) is not MISSING for f in fields):
         return declaration
-    return replace(declaration, identity=None)
+    return whole
 
 
 def _guard_decision(span: SpanView) -> str | None:

@@ -6,6 +6,8 @@ definition, the ``@loopwatch.tool`` decorator.
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
@@ -120,6 +122,32 @@ def declarations_from_tool_definitions(
         if isinstance(name, str) and ext is not None:
             out[name] = declaration_from_mapping(name, ext)
     return out
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def toml_string(text: str) -> str:
+    """A TOML basic string (JSON's escapes are TOML's, DEL aside)."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def toml_key(name: str) -> str:
+    return name if _BARE_KEY.fullmatch(name) else toml_string(name)
+
+
+def declaration_toml(
+    tool: str, identity: tuple[str, ...] | None, reviewed_parameters: tuple[str, ...]
+) -> list[str]:
+    """The ``[tools.NAME]`` table declaring ``identity`` (None or empty: ``"*"``), as TOML
+    lines."""
+    names = identity if identity and identity != (WHOLE_ARGUMENTS,) else None
+    return [
+        f"[tools.{toml_key(tool)}]",
+        "identity = "
+        + (f"[{', '.join(map(toml_string, names))}]" if names else toml_string(WHOLE_ARGUMENTS)),
+        f"reviewed_parameters = [{', '.join(map(toml_string, reviewed_parameters))}]",
+    ]
 
 
 class _Registry:

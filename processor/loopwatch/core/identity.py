@@ -1,12 +1,20 @@
-"""Identity of a tool call: the declared identity fields, or the canonical JSON of all arguments."""
+"""Identity of a tool call: the declared identity fields, or for an undeclared tool its
+arguments (minus free text when the call failed), as canonical JSON."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 WHOLE_ARGUMENTS = "*"
+# Free text: a string with whitespace, or longer than this (long enough for a UUID, a SHA-256
+# hex digest or an e-mail address, short of a sentence written without spaces).
+FREE_TEXT_CHARS = 64
+# Nesting read for free text; deeper values are kept whole (bounded work on hostile input).
+_FREE_TEXT_DEPTH = 8
+_WHITESPACE = re.compile(r"\s")
 
 
 class _Missing:
@@ -64,3 +72,23 @@ def identity_values(arguments: Any, fields: tuple[str, ...] | None) -> Any:
 
 def identity_hash(arguments: Any, fields: tuple[str, ...] | None) -> str:
     return short_hash(canonical_json(identity_values(arguments, fields)))
+
+
+def is_free_text(value: Any) -> bool:
+    return isinstance(value, str) and (
+        len(value) > FREE_TEXT_CHARS or _WHITESPACE.search(value) is not None
+    )
+
+
+def without_free_text(arguments: Any, depth: int = 0) -> Any:
+    """``arguments`` with every free-text string left out (mapping entries and list items;
+    ``None`` for a bare free-text value): what an undeclared tool's failed call is keyed on."""
+    if depth >= _FREE_TEXT_DEPTH:
+        return arguments
+    if isinstance(arguments, dict):
+        return {
+            k: without_free_text(v, depth + 1) for k, v in arguments.items() if not is_free_text(v)
+        }
+    if isinstance(arguments, list):
+        return [without_free_text(v, depth + 1) for v in arguments if not is_free_text(v)]
+    return None if is_free_text(arguments) else arguments

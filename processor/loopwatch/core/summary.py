@@ -28,6 +28,8 @@ class ToolSummary:
     over_cap_seconds: float
     calls_without_arguments: int
     guard_decisions: tuple[tuple[str, int], ...] = ()
+    # failed calls of a tool with no identity declaration: keyed on arguments minus free text
+    calls_keyed_by_inference: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +139,7 @@ def summarize(
                 over_cap_seconds=over_cap_ns / 1e9,
                 calls_without_arguments=sum(1 for c in tool_calls if not c.arguments_known),
                 guard_decisions=tuple(sorted(guarded.pop(tool, Counter()).items())),
+                calls_keyed_by_inference=sum(1 for c in tool_calls if c.key.inferred),
             )
         )
     for tool, decisions in guarded.items():  # tools whose every call was stopped by a guard

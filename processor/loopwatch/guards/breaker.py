@@ -19,7 +19,8 @@ from opentelemetry.trace import TracerProvider
 
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
-from loopwatch.core.keys import AttemptKey, attempt_key
+from loopwatch.core.identity import without_free_text
+from loopwatch.core.keys import AttemptKey, attempt_key, identities
 from loopwatch.core.outcomes import EMPTY, ERROR_CLASSES, OK
 from loopwatch.guards.outcome import outcome_of
 from loopwatch.guards.spans import SpanMode, record_decision
@@ -32,7 +33,6 @@ from loopwatch.guards.terminal import (
 )
 
 T = TypeVar("T")
-_PROBE = "?"  # outcome placeholder: only the identity half of the key is read before a call
 
 
 @dataclass(frozen=True)
@@ -41,9 +41,10 @@ class LoopBreaker:
 
     ``cap``: repeats allowed per attempt key, so ``cap + 1`` attempts run; ``None`` takes each
     tool's loop threshold minus one (default 2: the dashboards' loop threshold of 3 runs, the
-    fourth is stopped). ``no_rows``: empty results in a row a row-returning tool (declared
-    ``result``) may return before its next call is stopped; ``None`` takes the no-rows threshold
-    (default 3). ``budget``: tool calls run per turn, an outer bound (``None``: none).
+    fourth is stopped). ``no_rows``: empty results in a row a tool may return before its next
+    call is stopped (empty as the metrics read it: ``[]``, ``{}``, ``""``, ``null``, or the
+    declared ``result`` path empty); ``None`` takes the no-rows threshold (default 3).
+    ``budget``: tool calls run per turn, an outer bound (``None``: none).
     """
 
     config: Config = field(default_factory=Config)
@@ -65,9 +66,7 @@ class LoopBreaker:
             return self.cap + 1
         return self.config.loop_threshold_for(declaration)
 
-    def no_rows_allowed(self, declaration: ToolDeclaration | None) -> int | None:
-        if declaration is None or declaration.result is None:
-            return None  # only tools declared to return rows have a no-rows backstop
+    def no_rows_allowed(self, declaration: ToolDeclaration | None) -> int:
         if self.no_rows is not None:
             return self.no_rows
         return self.config.no_rows_threshold_for(declaration)
@@ -93,7 +92,10 @@ class Pending:
     tool: str
     arguments: Any
     declaration: ToolDeclaration | None
-    identity: tuple[str, str]
+    # (tool, identity) of the key the call gets if it fails, and if it succeeds: they differ
+    # for an undeclared tool whose arguments hold free text (core.keys.attempt_key)
+    failed: tuple[str, str]
+    succeeded: tuple[str, str]
 
 
 class BreakerTurn:
@@ -103,6 +105,8 @@ class BreakerTurn:
         self.breaker = breaker
         self._lock = threading.Lock()
         self._attempts: Counter[AttemptKey] = Counter()
+        # in flight by the identity a success would have (all arguments when undeclared), so
+        # parallel calls that differ in their text are never taken for duplicates
         self._in_flight: Counter[tuple[str, str]] = Counter()
         # (tool, identity) -> outcome -> attempts: the keys of one identity, for the check
         self._by_identity: dict[tuple[str, str], Counter[str]] = {}
@@ -133,37 +137,48 @@ class BreakerTurn:
         """Let a call through (:class:`Pending`, pass it to :meth:`after`) or stop it."""
         b = self.breaker
         declaration = b.config.declaration(tool)
-        probe = attempt_key(tool, arguments, _PROBE, declaration)
-        identity = (probe.tool, probe.identity)
+        failed, succeeded = identities(tool, arguments, declaration)
+        pending = Pending(tool, arguments, declaration, (tool, failed), (tool, succeeded))
         with self._lock:
-            stop = self._stop(tool, identity, declaration)
+            stop = self._stop(pending)
             if stop is None:
-                self._in_flight[identity] += 1
+                self._in_flight[pending.succeeded] += 1
                 self._ran += 1
-                return Pending(tool, arguments, declaration, identity)
+                return pending
             self._decisions.append(stop)
             self._tools_disabled = True
         record_decision(tool, stop.decision, b.span_mode, b.tracer_provider)
         return stop
 
-    def _stop(
-        self, tool: str, identity: tuple[str, str], declaration: ToolDeclaration | None
-    ) -> TerminalResult | None:
+    def _outcomes(self, pending: Pending) -> list[tuple[str, int]]:
+        """Attempts so far of each key this call could land in."""
+        failed = self._by_identity.get(pending.failed, Counter())
+        if pending.failed == pending.succeeded:
+            return list(failed.items())
+        succeeded = self._by_identity.get(pending.succeeded, Counter())
+        return [(o, n) for o, n in failed.items() if o in _ERROR_CLASSES] + [
+            (o, n) for o, n in succeeded.items() if o not in _ERROR_CLASSES
+        ]
+
+    def _stop(self, pending: Pending) -> TerminalResult | None:
         b = self.breaker
+        tool, declaration = pending.tool, pending.declaration
         allowed = b.attempts_allowed(declaration)
-        outcomes = self._by_identity.get(identity)
-        worst = outcomes.most_common(1)[0] if outcomes else None
+        outcomes = self._outcomes(pending)
+        worst = max(outcomes, key=lambda item: item[1]) if outcomes else None
         done = worst[1] if worst is not None else 0
-        running = self._in_flight[identity]
+        running = self._in_flight[pending.succeeded]
         if done + running >= allowed:
             fields = declaration.identity if declaration is not None else None
             if worst is None or running > done:
                 return repeat_stop(tool, IN_FLIGHT, IN_FLIGHT, running, fields)
             outcome = worst[0]
             error_class = outcome if outcome in _ERROR_CLASSES else OK
+            if fields is None and error_class != OK:
+                fields = _kept_parameters(pending.arguments)
             return repeat_stop(tool, error_class, outcome, done, fields)
         rows_allowed = b.no_rows_allowed(declaration)
-        if rows_allowed is not None and self._streaks[tool] >= rows_allowed:
+        if self._streaks[tool] >= rows_allowed:
             return no_rows_stop(tool, self._streaks[tool])
         if b.budget is not None and self._ran >= b.budget:
             return budget_stop(tool, b.budget)
@@ -176,9 +191,9 @@ class BreakerTurn:
         error_class, outcome = outcome_of(result, error, pending.declaration)
         key = attempt_key(pending.tool, pending.arguments, outcome, pending.declaration)
         with self._lock:
-            self._in_flight[pending.identity] -= 1
+            self._in_flight[pending.succeeded] -= 1
             self._attempts[key] += 1
-            self._by_identity.setdefault(pending.identity, Counter())[outcome] += 1
+            self._by_identity.setdefault((key.tool, key.identity), Counter())[outcome] += 1
             # as the processor's streak: an empty result extends it, anything else resets it
             empty = error_class == OK and outcome == EMPTY
             self._streaks[pending.tool] = self._streaks[pending.tool] + 1 if empty else 0
@@ -214,6 +229,14 @@ class BreakerTurn:
 
 
 _ERROR_CLASSES = frozenset(ERROR_CLASSES)
+
+
+def _kept_parameters(arguments: Any) -> tuple[str, ...]:
+    """The parameter names an inferred key kept (free text left out), for the stop message."""
+    kept = without_free_text(arguments)
+    return tuple(sorted(map(str, kept))) if isinstance(kept, dict) else ()
+
+
 _CURRENT: contextvars.ContextVar[BreakerTurn | None] = contextvars.ContextVar(
     "loopwatch_breaker_turn", default=None
 )

@@ -6,14 +6,17 @@ Also a pytest helper: ``assert_tools_declared("tools.json", "myapp.agent:agent")
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
 from loopwatch.core.config import Config, ConfigError, load_config
-from loopwatch.core.declarations import DeclarationError, ToolDeclaration
+from loopwatch.core.declarations import DeclarationError, ToolDeclaration, declaration_toml
 from loopwatch.guards.sources import SourceError, ToolInfo, load
+from loopwatch.guards.starter import starter_toml, suggest_identity
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +37,14 @@ def check_tool(tool: ToolInfo, declaration: ToolDeclaration | None) -> tuple[str
     problems: list[str] = []
     if identity is None:
         if params:
+            table, suggested, reviewed_line = declaration_toml(
+                name, suggest_identity(params), params
+            )
             problems.append(
                 f"{name}: has parameters ({_names(params)}) but no identity declaration; declare "
-                f'the fields that decide its effect, e.g. identity = ["{params[0]}"] under '
-                f'[tools.{name}] in loopwatch.toml, or identity = "*" to key on all arguments'
+                f"the fields that decide its effect under {table} in loopwatch.toml, e.g. "
+                f'{suggested} and {reviewed_line} (identity = "*" keys on all arguments; '
+                "`loopwatch check-tools --init` writes a starter file)"
             )
     elif declaration is not None and not declaration.whole_arguments:
         for field in identity:
@@ -133,8 +140,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "sources",
         nargs="+",
         metavar="SOURCE",
-        help="an OpenAI function-tools JSON file, an MCP tools/list result (JSON), or a Python "
-        "import path (package.module or package.module:agent)",
+        help="an OpenAI function-tools JSON file, an MCP tools/list result (JSON), a Python "
+        "file (agent.py or agent.py:agent) or an import path (package.module or "
+        "package.module:agent; the current directory is on the import path)",
     )
     parser.add_argument(
         "--config",
@@ -142,12 +150,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="loopwatch.toml with [tools.NAME] declarations (default: $LOOPWATCH_CONFIG or "
         "./loopwatch.toml)",
     )
+    parser.add_argument(
+        "--init",
+        action="store_true",
+        help="write that loopwatch.toml instead of checking: a suggested identity and the "
+        "reviewed parameters of every tool found, each marked for review",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="with --init, overwrite an existing file (its identities are kept, its other "
+        "tables are not)",
+    )
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """0: every tool is declared; 1: problems (one line each on stderr); 2: unreadable input."""
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # `loopwatch check-tools myagent:agent` from the project
+    if args.init:
+        return init(args, out, err)
     try:
         config = load_config(args.config)
         checks = check(args.sources, config)
@@ -164,4 +188,40 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         print(f"{len(problems)} problem(s) in {len(checks)} tool(s)", file=err)
         return 1
     print(table(checks), file=out)
+    return 0
+
+
+def init(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Write a starter loopwatch.toml for the tools found; 2 when it exists (without --force)
+    or a source cannot be read."""
+    path = Path(args.config or os.environ.get("LOOPWATCH_CONFIG") or "loopwatch.toml")
+    if path.exists() and not args.force:
+        print(
+            f"loopwatch check-tools: {path} exists; pass --force to overwrite it, or check "
+            "against it without --init",
+            file=err,
+        )
+        return 2
+    try:
+        config = load_config(path) if path.exists() else Config()
+        checks = check(args.sources, config)
+    except (SourceError, ConfigError, DeclarationError) as e:
+        print(f"loopwatch check-tools: {e}", file=err)
+        return 2
+    if not checks:
+        print(f"loopwatch check-tools: no tools found in {' '.join(args.sources)}", file=err)
+        return 2
+    text = starter_toml([(c.tool, c.declaration) for c in checks], args.sources)
+    try:
+        with path.open("w" if args.force else "x", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        print(f"loopwatch check-tools: cannot write {path}: {e}", file=err)
+        return 2
+    declared = sum(1 for c in checks if c.tool.parameters)
+    print(
+        f"wrote {path}: {declared} tool declaration(s) to review (lines marked "
+        f'"# review"), then run loopwatch check-tools without --init',
+        file=out,
+    )
     return 0

@@ -26,15 +26,17 @@ def idempotency_key(tool: str, arguments: Any, config: Config | None = None) -> 
     """A stable key from ``tool``'s declared identity fields, for the write API.
 
     Free text (a reworded ``summary``) does not change it; a different identity does. A tool
-    without an identity declaration raises :class:`UndeclaredToolError` instead of falling back
-    to the whole arguments (``identity = "*"`` makes that an explicit choice). ``config``
-    defaults to :func:`loopwatch.load_config`, read once.
+    without an identity declaration raises :class:`UndeclaredToolError`: neither the whole
+    arguments nor the metrics' inferred key (arguments minus free text) is exact enough to
+    merge writes on (``identity = "*"`` makes the whole arguments an explicit choice).
+    ``config`` defaults to :func:`loopwatch.load_config`, read once.
     """
     cfg = config if config is not None else _default_config()
     declaration = cfg.declaration(tool)
     if declaration is None or declaration.identity is None:
         raise UndeclaredToolError(
-            f"tool {tool!r} has no identity declaration, so it has no idempotency key: declare "
+            f"tool {tool!r} has no identity declaration, so it has no idempotency key (a key "
+            "that merges writes must be exact, never inferred): declare "
             f'identity = ["field", ...] in [tools.{tool}] of loopwatch.toml, in x-loopwatch, or '
             f'with @loopwatch.tool(identity=[...]) (identity = "*" keys on all arguments, which '
             "breaks as soon as the model rewords free text)"

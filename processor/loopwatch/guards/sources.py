@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from loopwatch.core.declarations import REGISTRY
@@ -143,17 +145,44 @@ def from_import_path(spec: str) -> list[ToolInfo]:
         module = importlib.import_module(module_name)
     except Exception as e:  # an import error in user code must become one clear line
         raise SourceError(f"{spec}: cannot import {module_name}: {type(e).__name__}: {e}") from None
+    return _from_module(module, attribute, spec)
+
+
+def from_python_file(spec: str) -> list[ToolInfo]:
+    """``path/agent.py`` or ``path/agent.py:attribute``: imported as ``python path/agent.py``
+    would (its directory on the import path), then read as an import path."""
+    file_name, _, attribute = spec.partition(":")
+    path = Path(file_name).resolve()
+    if not path.is_file():
+        raise SourceError(f"{file_name}: no such file")
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        module = importlib.import_module(path.stem)
+    except Exception as e:
+        raise SourceError(f"{spec}: cannot import {file_name}: {type(e).__name__}: {e}") from None
+    origin = getattr(module, "__file__", None)
+    if origin is None or Path(origin).resolve() != path:
+        raise SourceError(
+            f"{spec}: a module named {path.stem} is already imported from {origin}; "
+            "rename the file or give an import path"
+        )
+    return _from_module(module, attribute, spec)
+
+
+def _from_module(module: ModuleType, attribute: str, spec: str) -> list[ToolInfo]:
     if attribute:
         value: Any = module
         for part in attribute.split("."):
             if not hasattr(value, part):
-                raise SourceError(f"{spec}: {module_name} has no attribute {attribute}")
+                raise SourceError(f"{spec}: {module.__name__} has no attribute {attribute}")
             value = getattr(value, part)
         return from_object(value, spec)
     out = [
         from_function(name, fn, spec)
         for name, fn in REGISTRY.functions.items()
-        if getattr(fn, "__module__", None) == module_name
+        if getattr(fn, "__module__", None) == module.__name__
     ]
     for value in vars(module).values():
         if _is_pydantic_ai_agent(value):
@@ -162,10 +191,15 @@ def from_import_path(spec: str) -> list[ToolInfo]:
 
 
 def load(source: Any) -> list[ToolInfo]:
-    """One source: a JSON file path, an import path, or a Python object."""
-    if isinstance(source, Path) or (isinstance(source, str) and Path(source).is_file()):
-        return from_json_file(Path(source))
+    """One source: a JSON file path, a ``.py`` file (``file.py:attribute``), an import path,
+    or a Python object."""
+    if isinstance(source, Path):
+        source = str(source)
     if isinstance(source, str):
+        if source.partition(":")[0].endswith(".py"):
+            return from_python_file(source)
+        if Path(source).is_file():
+            return from_json_file(Path(source))
         if source.endswith(".json"):
             raise SourceError(f"{source}: no such file")
         return from_import_path(source)

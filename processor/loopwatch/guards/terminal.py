@@ -85,7 +85,10 @@ class TerminalResult:
 
 
 def _fields(identity: tuple[str, ...] | None) -> str:
-    if not identity or identity == ("*",):
+    """``()``: an inferred identity that kept no parameter (all free text)."""
+    if identity == ():
+        return "the same request, reworded"
+    if identity is None or identity == ("*",):
         return "the same arguments"
     return "the same " + " and ".join(identity)
 
