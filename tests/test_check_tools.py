@@ -41,8 +41,10 @@ def test_openai_file_with_a_missing_declaration(
     assert out == []
     assert err == [
         "fx_search_orders: has parameters (query, customer_id) but no identity declaration; "
-        'declare the fields that decide its effect, e.g. identity = ["query"] under '
-        '[tools.fx_search_orders] in loopwatch.toml, or identity = "*" to key on all arguments',
+        "declare the fields that decide its effect under [tools.fx_search_orders] in "
+        'loopwatch.toml, e.g. identity = ["customer_id"] and reviewed_parameters = ["query", '
+        '"customer_id"] (identity = "*" keys on all arguments; `loopwatch check-tools --init` '
+        "writes a starter file)",
         "1 problem(s) in 3 tool(s)",
     ]
 
@@ -188,3 +190,130 @@ def test_console_script_exit_code(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stdout == ""
     assert len(done.stderr.splitlines()) == 3
+
+
+STARTER = """\
+# loopwatch.toml written by `loopwatch check-tools --init` from {sources}.
+# Each identity is a suggestion: the parameters that decide what a call does (which
+# customer, which order), never free text the model rewords. Review every table marked
+# "review", then run `loopwatch check-tools` in CI. identity = "*" keys a call on all
+# its arguments; reviewed_parameters is what the identity was judged against.
+
+[tools.fx_cancel_order]
+# review: identity as declared already ({agent})
+identity = ["order_id"]
+reviewed_parameters = ["order_id", "reason"]
+
+[tools.fx_create_ticket]
+# review: identity as declared already ({openai})
+identity = ["customer_id", "order_id"]
+reviewed_parameters = ["customer_id", "order_id", "summary"]
+
+[tools.fx_lookup_customer]
+# review: suggested from the parameter names
+identity = ["email"]
+reviewed_parameters = ["email"]
+
+# fx_ping: no parameters, nothing to declare
+
+[tools.fx_search_orders]
+# review: suggested from the parameter names; left out as free text: query
+identity = ["customer_id"]
+reviewed_parameters = ["query", "customer_id"]
+
+# fx_status: no parameters, nothing to declare
+"""
+
+
+def test_init_writes_a_starter_file_that_check_tools_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(tmp_path / "loopwatch.toml")
+    code, out, err = _run(capsys, OPENAI, f"{AGENT}:agent", "--config", path, "--init")
+    assert (code, err) == (0, [])
+    assert out == [
+        f'wrote {path}: 4 tool declaration(s) to review (lines marked "# review"), then run '
+        "loopwatch check-tools without --init"
+    ]
+    text = Path(path).read_text(encoding="utf-8")
+    assert text == STARTER.format(
+        sources=f"{OPENAI} {AGENT}:agent", agent=f"{AGENT}:agent", openai=OPENAI
+    )
+    code, out, err = _run(capsys, OPENAI, f"{AGENT}:agent", "--config", path)
+    assert (code, err) == (0, [])
+    assert [line.split()[:3] for line in out[1:]] == [
+        ["fx_cancel_order", "order_id", "yes"],
+        ["fx_create_ticket", "customer_id,order_id", "yes"],
+        ["fx_lookup_customer", "email", "yes"],
+        ["fx_ping", "(no", "parameters)"],
+        ["fx_search_orders", "customer_id", "yes"],
+        ["fx_status", "(no", "parameters)"],
+    ]
+
+
+def test_init_never_overwrites_without_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _toml(
+        tmp_path,
+        '[defaults]\nloop_threshold = 4\n\n[tools.fx_search_orders]\nidentity = "*"\n'
+        'result = "rows"\n',
+    )
+    before = Path(path).read_text(encoding="utf-8")
+    code, out, err = _run(capsys, OPENAI, "--config", path, "--init")
+    assert code == 2 and out == []
+    assert err == [
+        f"loopwatch check-tools: {path} exists; pass --force to overwrite it, or check against "
+        "it without --init"
+    ]
+    assert Path(path).read_text(encoding="utf-8") == before
+    code, _, err = _run(capsys, OPENAI, "--config", path, "--init", "--force")
+    assert (code, err) == (0, [])
+    written = Path(path).read_text(encoding="utf-8")
+    assert (
+        "[tools.fx_search_orders]\n"
+        f"# review: identity as declared already ({OPENAI})\n"
+        'identity = "*"\n'
+        'reviewed_parameters = ["query", "customer_id"]\n'
+        'result = "rows"\n'
+    ) in written
+    assert "loop_threshold" not in written
+    assert _run(capsys, OPENAI, "--config", path)[0] == 0
+
+
+AGENT_FILE = """\
+from pydantic_ai import Agent
+
+agent = Agent(None, name="support")
+
+
+@agent.tool_plain
+def fx_refund(order_id: str, note: str) -> str:
+    return "ok"
+"""
+
+
+def test_a_python_file_and_the_current_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "fx_file_agent.py").write_text(AGENT_FILE, encoding="utf-8")
+    config = _toml(tmp_path, '[tools.fx_refund]\nidentity = ["order_id"]\n')
+    code, out, err = _run(capsys, str(tmp_path / "fx_file_agent.py:agent"), "--config", config)
+    assert (code, err) == (0, [])
+    assert out[1].split()[:2] == ["fx_refund", "order_id"]
+    code, _, err = _run(capsys, str(tmp_path / "fx_file_agent.py"), "--config", config)
+    assert code == 0
+    code, _, err = _run(capsys, str(tmp_path / "missing.py"), "--config", config)
+    assert (code, err) == (2, [f"loopwatch check-tools: {tmp_path / 'missing.py'}: no such file"])
+    # the installed console script, run from the project root: module:attribute imports
+    (tmp_path / "fx_cwd_agent.py").write_text(AGENT_FILE, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "loopwatch"), "check-tools", "fx_cwd_agent:agent"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines()[1].split()[:2] == ["fx_refund", "order_id"]

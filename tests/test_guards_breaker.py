@@ -118,6 +118,86 @@ def test_eleven_empty_searches_stop_after_the_no_rows_backstop() -> None:
     assert "returned nothing" in str(turn.decisions[0])
 
 
+def test_without_config_the_reworded_incident_stops_at_three_tickets() -> None:
+    """No declaration: the failed calls share the inferred key (arguments minus free text)."""
+    service = TicketService()
+    with LoopBreaker().turn() as turn:
+        answers = _replay_tickets(turn, service)
+    assert len(service.requests) == 3
+    assert len(service.tickets) == 3
+    stops = [a for a in answers if isinstance(a, TerminalResult)]
+    assert len(stops) == 11
+    first = stops[0]
+    assert (first.decision, first.error_class, first.attempts) == ("stopped", "timeout", 3)
+    text = str(first)
+    assert "with the same customer_id and order_id timed out" in text
+    assert "may have succeeded" in text and "Do not retry" in text
+    assert "c_40912" not in text and "88214" not in text
+    assert [k.inferred for k in turn.attempts()] == [True]
+
+
+def test_without_config_a_reworded_free_text_only_call_is_one_key() -> None:
+    def fail() -> Any:
+        raise ConnectionRefusedError("connection refused")
+
+    with LoopBreaker().turn() as turn:
+        for q in SEARCH_QUERIES[:3]:
+            with pytest.raises(ConnectionRefusedError):
+                turn.call("ask_docs", {"question": q}, fail)
+        stop = turn.call("ask_docs", {"question": SEARCH_QUERIES[3]}, fail)
+    assert isinstance(stop, TerminalResult)
+    assert "with the same request (reworded) found the service unavailable" in str(stop)
+
+
+def test_without_config_empty_searches_stop_at_the_no_rows_threshold() -> None:
+    """Empty as the metrics read it, for every tool: the fourth empty search is not run."""
+    ran: list[str] = []
+    with LoopBreaker().turn() as turn:
+        answers = [
+            turn.call(
+                "search_orders",
+                {"query": q, "customer_id": "c_40912"},
+                lambda q=q: ran.append(q) or [],
+            )
+            for q in SEARCH_QUERIES
+        ]
+    assert len(ran) == 3
+    assert [a for a in answers if not isinstance(a, TerminalResult)] == [[], [], []]
+    assert {d.decision for d in turn.decisions} == {"no_rows_stopped"}
+    assert len(turn.decisions) == 8
+    assert "no rows 3 times in a row" in str(turn.decisions[0])
+
+
+def test_without_config_successful_work_runs_and_only_identical_successes_stop() -> None:
+    service = TicketService(times_out=False)
+    with LoopBreaker().turn() as turn:
+        for i in range(12):  # twelve orders; then one order with twelve different summaries
+            args = _ticket_args("Refund missing", order=str(88200 + i))
+            turn.call("create_ticket", args, lambda a=args: service.create(**a))
+        for summary in TICKET_SUMMARIES[:12]:
+            args = _ticket_args(summary)
+            turn.call("create_ticket", args, lambda a=args: service.create(**a))
+        assert turn.decisions == ()
+        args = _ticket_args("The very same words")
+        answers = [
+            turn.call("create_ticket", args, lambda: service.create(**args)) for _ in range(4)
+        ]
+    assert len(service.tickets) == 27
+    assert isinstance(answers[3], TerminalResult)
+    assert "already succeeded" in str(answers[3])
+
+
+def test_without_config_the_bulk_of_failing_orders_is_not_stopped() -> None:
+    service = TicketService()
+    with LoopBreaker().turn() as turn:
+        for i in range(12):
+            args = _ticket_args(TICKET_SUMMARIES[i], order=str(88200 + i))
+            with pytest.raises(TimeoutError):
+                turn.call("create_ticket", args, lambda a=args: service.create(**a))
+    assert len(service.tickets) == 12
+    assert turn.decisions == ()
+
+
 def test_no_rows_backstop_catches_searches_with_different_identities() -> None:
     ran: list[str] = []
     with LoopBreaker(CONFIG).turn() as turn:

@@ -196,3 +196,24 @@ def test_errors_the_sdk_already_answered_are_counted_too() -> None:
     assert len(service.tickets) == 3
     assert [d.error_class for d in turn.decisions] == ["tool_error"]
     assert "STOPPED by loopwatch" in str(result.final_output)
+
+
+def test_without_config_the_breaker_stops_at_three_creates() -> None:
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    p = Pipeline(Config())
+    instrumentor = OpenAIAgentsInstrumentor()
+    instrumentor.instrument(tracer_provider=p.provider)
+    try:
+        service = TicketService()
+        model = _model([[ORDER]] * 14)
+        output = _run(guard_agent(_agent(model, service)), LoopBreaker())
+        assert len(service.tickets) == 3
+        assert output.startswith("Update on your refund: STOPPED by loopwatch")
+        assert "with the same customer_id and order_id timed out" in output
+        assert model.tools_offered == [1, 1, 1, 1, 0]
+        assert p.value("loopwatch_turn_max_attempts_sum") == 3
+        assert p.value("loopwatch_calls_keyed_by_inference_total", tool="create_ticket") == 3
+    finally:
+        instrumentor.uninstrument()
+        p.close()

@@ -184,3 +184,36 @@ def test_breaker_and_idempotency_key_together() -> None:
     _agent(Script(), service, [capability], with_key=True).run_sync("Where is my refund?")
     assert len(service.requests) == 3
     assert len(service.tickets) == 1
+
+
+def test_without_config_the_breaker_stops_at_three_creates_and_the_metrics_see_it() -> None:
+    """No loopwatch.toml: the inferred key (arguments minus free text) for the metrics and the
+    breaker alike."""
+    p = Pipeline(Config())
+    try:
+        service, script = TicketService(), Script()
+        capability = LoopBreakerCapability(LoopBreaker())
+        agent = _agent(script, service, [_instrumentation(p), capability])
+        output = agent.run_sync("Where is my refund for the boots?").output
+        assert len(service.tickets) == 3
+        assert "STOPPED by loopwatch" in output and "may have succeeded" in output
+        assert script.tools_offered == [1, 1, 1, 1, 0]
+        assert p.value("loopwatch_turn_max_attempts_sum") == 3
+        assert p.value("loopwatch_loops_total", error_class="timeout", kind="repeat") == 1
+        assert p.value("loopwatch_calls_keyed_by_inference_total", tool="create_ticket") == 3
+        assert p.value("loopwatch_guard_decisions_total", decision="stopped") == 1
+    finally:
+        p.close()
+
+
+def test_without_config_or_breaker_the_metrics_show_the_fourteen_attempts() -> None:
+    p = Pipeline(Config())
+    try:
+        service = TicketService()
+        _agent(Script(), service, [_instrumentation(p)], catch=True).run_sync("refund?")
+        assert len(service.tickets) == 14
+        assert p.value("loopwatch_turn_max_attempts_sum") == 14
+        assert p.value("loopwatch_repeat_calls_total", tool="create_ticket") == 13
+        assert p.value("loopwatch_loops_total", kind="repeat") == 1
+    finally:
+        p.close()

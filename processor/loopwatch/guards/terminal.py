@@ -87,7 +87,7 @@ class TerminalResult:
 def _fields(identity: tuple[str, ...] | None) -> str:
     """``()``: an inferred identity that kept no parameter (all free text)."""
     if identity == ():
-        return "the same request, reworded"
+        return "the same request (reworded)"
     if identity is None or identity == ("*",):
         return "the same arguments"
     return "the same " + " and ".join(identity)
