@@ -168,10 +168,17 @@ def test_pydantic_ai_without_content_counts_calls_without_arguments(pipeline: Pi
     assert p.value("loopwatch_loops_total", tool="create_ticket", error_class="tool_error") == 1
 
 
-def test_pydantic_ai_without_declaration_rewordings_are_distinct() -> None:
+@pytest.mark.parametrize(
+    ("config", "attempts"),
+    [(Config(), 5), (Config(tools={"create_ticket": ToolDeclaration(identity=("*",))}), 1)],
+    ids=["undeclared", "identity-star"],
+)
+def test_pydantic_ai_rewordings_without_an_identity(config: Config, attempts: int) -> None:
+    """Undeclared: the failed calls are keyed on their arguments minus free text (one key);
+    identity = "*" keys on all arguments, so the rewordings look distinct."""
     from pydantic_ai import ModelRetry
 
-    p = Pipeline(Config())
+    p = Pipeline(config)
     agent = _pydantic_agent(p, _tickets(5))
 
     @agent.tool_plain
@@ -180,9 +187,10 @@ def test_pydantic_ai_without_declaration_rewordings_are_distinct() -> None:
         raise ModelRetry(TIMEOUT_MESSAGE)
 
     agent.run_sync("Where is my refund?")
-    assert _max_attempts(p) == 1
+    assert _max_attempts(p) == attempts
     assert p.value("loopwatch_tool_calls_total", error_class="timeout") == 5
-    assert p.value("loopwatch_loops_total") == 0
+    assert p.value("loopwatch_loops_total") == (1 if attempts == 5 else 0)
+    assert p.value("loopwatch_calls_keyed_by_inference_total") == (5 if attempts == 5 else 0)
     p.close()
 
 
