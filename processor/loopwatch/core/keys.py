@@ -57,5 +57,6 @@ def identities(tool: str, arguments: Any, declaration: ToolDeclaration | None) -
     guards that decide before the outcome is known. Equal unless the tool is undeclared and
     its arguments hold free text."""
     failed = attempt_key(tool, arguments, "tool_error", declaration)
-    succeeded = attempt_key(tool, arguments, OK, declaration)
-    return failed.identity, succeeded.identity
+    if not failed.inferred:
+        return failed.identity, failed.identity
+    return failed.identity, attempt_key(tool, arguments, OK, declaration).identity

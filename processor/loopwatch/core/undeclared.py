@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from typing import Any
@@ -41,8 +42,9 @@ _WARNED = _Warned()
 def suggestion(tool: str, arguments: dict[str, Any]) -> list[str]:
     """The declaration to review: identity = the parameters that were not free text in this
     call (``"*"`` when all were), reviewed_parameters = all of them."""
-    names = [str(k)[:_MAX_NAME_CHARS] for k in list(arguments)[:_MAX_PARAMETERS]]
-    kept = without_free_text({k: arguments[k] for k in list(arguments)[:_MAX_PARAMETERS]})
+    listed = list(itertools.islice(arguments, _MAX_PARAMETERS))
+    names = [str(k)[:_MAX_NAME_CHARS] for k in listed]
+    kept = without_free_text({k: arguments[k] for k in listed})
     identity = tuple(str(k)[:_MAX_NAME_CHARS] for k in kept)
     lines = declaration_toml(tool[:_MAX_NAME_CHARS], identity, tuple(names))
     if len(arguments) > _MAX_PARAMETERS:
