@@ -217,3 +217,45 @@ def test_without_config_or_breaker_the_metrics_show_the_fourteen_attempts() -> N
         assert p.value("loopwatch_loops_total", kind="repeat") == 1
     finally:
         p.close()
+
+
+def test_without_config_the_breaker_stops_empty_searches_at_the_no_rows_threshold() -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from loopwatch.demo.scenarios import SEARCH_QUERIES
+
+    def script(messages: list[Any], info: Any) -> Any:
+        step = sum(1 for m in messages if m.kind == "response")
+        if info.function_tools and step < len(SEARCH_QUERIES):
+            args = {"query": SEARCH_QUERIES[step], "customer_id": CUSTOMER}
+            return ModelResponse(parts=[ToolCallPart("search_orders", args)])
+        last = [
+            p for m in messages for p in getattr(m, "parts", ()) if p.part_kind == "tool-return"
+        ]
+        return ModelResponse(parts=[TextPart(str(last[-1].content))])
+
+    p = Pipeline(Config())
+    ran: list[str] = []
+    try:
+        agent = Agent(
+            FunctionModel(script, model_name="scripted-v1"),
+            name="support",
+            capabilities=[_instrumentation(p), LoopBreakerCapability(LoopBreaker())],
+        )
+
+        @agent.tool_plain
+        def search_orders(query: str, customer_id: str) -> list[dict[str, str]]:
+            """Search a customer's orders."""
+            ran.append(query)
+            return []
+
+        output = agent.run_sync("Where is my refund?").output
+        assert ran == list(SEARCH_QUERIES[:3])
+        assert "returned no rows 3 times in a row" in output and "nothing was found" in output
+        assert p.value("loopwatch_no_rows_streak_sum", tool="search_orders") == 3
+        assert p.value("loopwatch_loops_total", tool="search_orders", kind="no_rows") == 1
+        assert p.value("loopwatch_guard_decisions_total", decision="no_rows_stopped") == 1
+    finally:
+        p.close()
