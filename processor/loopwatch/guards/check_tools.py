@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -164,6 +164,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _checks(
+    sources: Sequence[str], config: Callable[[], Config], err: TextIO
+) -> list[ToolCheck] | None:
+    """The checks, or None after one line on ``err`` when nothing can be checked."""
+    try:
+        checks = check(sources, config())
+    except (SourceError, ConfigError, DeclarationError) as e:
+        print(f"loopwatch check-tools: {e}", file=err)
+        return None
+    if not checks:
+        print(f"loopwatch check-tools: no tools found in {' '.join(sources)}", file=err)
+        return None
+    return checks
+
+
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """0: every tool is declared; 1: problems (one line each on stderr); 2: unreadable input."""
     out = out if out is not None else sys.stdout
@@ -172,14 +187,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         sys.path.insert(0, os.getcwd())  # `loopwatch check-tools myagent:agent` from the project
     if args.init:
         return init(args, out, err)
-    try:
-        config = load_config(args.config)
-        checks = check(args.sources, config)
-    except (SourceError, ConfigError, DeclarationError) as e:
-        print(f"loopwatch check-tools: {e}", file=err)
-        return 2
-    if not checks:
-        print(f"loopwatch check-tools: no tools found in {' '.join(args.sources)}", file=err)
+    checks = _checks(args.sources, lambda: load_config(args.config), err)
+    if checks is None:
         return 2
     problems = problems_of(checks)
     for line in problems:
@@ -202,14 +211,8 @@ def init(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             file=err,
         )
         return 2
-    try:
-        config = load_config(path) if path.exists() else Config()
-        checks = check(args.sources, config)
-    except (SourceError, ConfigError, DeclarationError) as e:
-        print(f"loopwatch check-tools: {e}", file=err)
-        return 2
-    if not checks:
-        print(f"loopwatch check-tools: no tools found in {' '.join(args.sources)}", file=err)
+    checks = _checks(args.sources, lambda: load_config(path) if path.exists() else Config(), err)
+    if checks is None:
         return 2
     text = starter_toml([(c.tool, c.declaration) for c in checks], args.sources)
     try:
