@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
             "  the receiving loopwatch counts them with its own declarations: give it\n"
             '  [tools.create_ticket] identity = ["customer_id", "order_id"] and\n'
             '  [tools.search_orders] result = "rows" (deploy/loopwatch/loopwatch.toml has them),\n'
-            "  or the reworded tickets look like distinct calls.\n"
+            "  to be exact (without them it infers the failed tickets' key, free text aside).\n"
         )
     else:
         tally = Tally(metrics_for(label_limit=config.label_limit))
