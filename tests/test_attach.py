@@ -83,7 +83,7 @@ def test_instrument_refuses_a_provider_without_processors() -> None:
     with pytest.raises(RuntimeError, match="not an SDK TracerProvider"):
         import loopwatch
 
-        loopwatch.instrument(tracer_provider=object(), serve=False)
+        loopwatch.instrument(tracer_provider=object(), serve=False, frameworks=False)
 
 
 def test_no_argument_result_or_identity_value_leaves_the_process(
@@ -158,8 +158,8 @@ def test_attaching_twice_neither_raises_nor_counts_twice() -> None:
 
     provider = TracerProvider(resource=Resource.create({"service.name": "attach-twice"}))
     config = Config(tools={"create_ticket": ToolDeclaration(identity=("order_id",))})
-    first = loopwatch.instrument(provider, config, serve=False)
-    assert loopwatch.instrument(provider, config, serve=False) is first
+    first = loopwatch.instrument(provider, config, serve=False, frameworks=False)
+    assert loopwatch.instrument(provider, config, serve=False, frameworks=False) is first
     # a second processor on the same (default) registry shares its metrics instead of raising
     second = loopwatch.LoopwatchSpanProcessor(config=config)
     assert second.sink is first.sink

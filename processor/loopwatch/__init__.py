@@ -6,8 +6,9 @@ from loopwatch.core.keys import AttemptKey, attempt_key
 from loopwatch.guards.idempotency import idempotency_key
 from loopwatch.instrument import instrument
 from loopwatch.processor import LoopwatchSpanProcessor
+from loopwatch.version import VERSION
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 __all__ = [
     "AttemptKey",

@@ -7,6 +7,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from loopwatch.version import VERSION
+
 # subcommand -> (module with add_arguments(parser) and run(args) -> int, help)
 COMMANDS = {
     "demo": (
@@ -28,6 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             prog="loopwatch",
             description="Catch LLM-agent tool-call loops from OpenTelemetry spans.",
         )
+        parser.add_argument("--version", action="version", version=f"loopwatch {VERSION}")
         sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
         for name, (_, help_text) in COMMANDS.items():
             sub.add_parser(name, help=help_text, add_help=False)

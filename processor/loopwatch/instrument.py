@@ -7,11 +7,12 @@ import threading
 import weakref
 from typing import Any
 
-from opentelemetry import trace
 from prometheus_client import start_http_server
 
-from loopwatch.core.config import Config, load_config
+from loopwatch.core.config import Config, ConfigError, config_file, load_config
+from loopwatch.genai_instrumentation import disabled_names, enabled, instrument_frameworks
 from loopwatch.processor import LoopwatchSpanProcessor
+from loopwatch.sdk_setup import global_sdk_provider
 
 log = logging.getLogger("loopwatch")
 _lock = threading.Lock()
@@ -21,11 +22,24 @@ _attached: weakref.WeakKeyDictionary[Any, LoopwatchSpanProcessor] = weakref.Weak
 
 
 def serve_metrics(host: str, port: int) -> None:
-    """Serve prometheus_client's default registry on ``http://host:port/metrics`` (once)."""
+    """Serve prometheus_client's default registry on ``http://host:port/metrics`` (once).
+    Raises OSError when the address cannot be bound."""
     with _lock:
         if (host, port) in _servers:
             return
         _servers[(host, port)] = start_http_server(port, addr=host)
+
+
+def _config() -> Config:
+    """``load_config()``, or the defaults when the file or a variable is broken (logged)."""
+    try:
+        file = config_file()
+        config = load_config()
+    except ConfigError as e:
+        log.warning("loopwatch: %s; running with the default settings", e)
+        return Config()
+    log.info("loopwatch: config %s", file if file is not None else "none, defaults")
+    return config
 
 
 def instrument(
@@ -33,35 +47,71 @@ def instrument(
     config: Config | None = None,
     *,
     serve: bool = True,
+    frameworks: bool = True,
 ) -> LoopwatchSpanProcessor:
-    """Add a :class:`LoopwatchSpanProcessor` to ``tracer_provider`` (default: the global one)
-    and serve ``/metrics`` on the configured address (127.0.0.1:9464 by default)."""
-    config = config if config is not None else load_config()
-    provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
-    if not hasattr(provider, "add_span_processor"):
-        raise RuntimeError(
-            "loopwatch.instrument(): the tracer provider is not an SDK TracerProvider "
-            f"({type(provider).__name__}); set one with trace.set_tracer_provider(...) first, "
-            "or pass tracer_provider="
-        )
+    """Attach loopwatch to ``tracer_provider`` (default: the global one) and serve
+    ``/metrics`` on the configured address (127.0.0.1:9464 by default).
+
+    When no global provider was set, an SDK ``TracerProvider`` is set first, with the exporters
+    ``OTEL_TRACES_EXPORTER`` asks for. With ``frameworks`` (and unless
+    ``LOOPWATCH_INSTRUMENT_FRAMEWORKS=false``) the GenAI instrumentation of the installed agent
+    frameworks is switched on: pydantic-ai's (with content capture) and any OpenInference or
+    OpenLLMetry instrumentor not already on. A broken setting, a busy metrics port or a failing
+    instrumentor is logged as a warning, never raised; only a ``tracer_provider`` argument that
+    cannot take span processors raises ``RuntimeError``.
+    """
+    config = config if config is not None else _config()
+    if tracer_provider is not None:
+        provider = tracer_provider
+        if not hasattr(provider, "add_span_processor"):
+            raise RuntimeError(
+                "loopwatch.instrument(): tracer_provider is not an SDK TracerProvider "
+                f"({type(provider).__name__}); pass an opentelemetry.sdk.trace.TracerProvider"
+            )
+    else:
+        provider = global_sdk_provider()
     with _lock:
         processor = _attached.get(provider)
         if processor is None:
-            processor = _attached[provider] = LoopwatchSpanProcessor(config=config)
-            provider.add_span_processor(processor)
+            processor = LoopwatchSpanProcessor(config=config)
+            if hasattr(provider, "add_span_processor"):
+                _attached[provider] = processor
+                provider.add_span_processor(processor)
+            else:
+                log.warning(
+                    "loopwatch: the global tracer provider (%s) is not an SDK TracerProvider; "
+                    "not attached: add the returned processor to your provider, or call "
+                    "loopwatch.instrument(tracer_provider=...)",
+                    type(provider).__name__,
+                )
+    if enabled(frameworks):
+        switched = instrument_frameworks(tracer_provider)
+        if switched:
+            log.info("loopwatch: switched on GenAI instrumentation: %s", ", ".join(switched))
+    address = f"{config.metrics_host}:{config.metrics_port}"
     if serve:
-        serve_metrics(config.metrics_host, config.metrics_port)
-    log.info(
-        "loopwatch: attached; metrics on http://%s:%d/metrics",
-        config.metrics_host,
-        config.metrics_port,
-    )
+        try:
+            serve_metrics(config.metrics_host, config.metrics_port)
+        except OSError as e:
+            log.warning(
+                "loopwatch: cannot serve /metrics on %s (%s); set LOOPWATCH_METRICS_PORT "
+                "(or [metrics] port in loopwatch.toml) to a free port. The processor is "
+                "attached and counting.",
+                address,
+                e.strerror or e,
+            )
+            return processor
+    log.info("loopwatch: attached; metrics on http://%s/metrics", address)
     return processor
 
 
 def auto_instrument() -> None:
     """Entry point for ``opentelemetry-instrument`` (group ``opentelemetry_post_instrument``).
-    A broken setting is logged, never raised into the host."""
+    ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=loopwatch`` skips it; nothing is raised into the
+    host."""
+    if "loopwatch" in disabled_names():
+        log.info("loopwatch: not attached (OTEL_PYTHON_DISABLED_INSTRUMENTATIONS)")
+        return
     try:
         instrument()
     except Exception as e:

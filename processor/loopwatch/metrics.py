@@ -9,13 +9,16 @@ from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, Info
 
+from loopwatch.core.assembler import DROP_REASONS, EVICT_REASONS
+from loopwatch.core.records import SPAN_KINDS
 from loopwatch.core.spans import trace_hex
 from loopwatch.core.summary import NO_ROWS, TurnSummary
+from loopwatch.version import VERSION
 
 ATTEMPT_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 64)
 STREAK_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16)
 OTHER = "other"
-VERSION = "0.1.0"
+BOUNDED_LABELS = ("service", "agent", "model", "tool", "tool_version")
 
 
 class _LabelBound:
@@ -155,6 +158,15 @@ class LoopwatchMetrics:
         )
         Info("loopwatch_build", "loopwatch version.", registry=r).info({"version": VERSION})
         self._bound = _LabelBound(label_limit, self.label_overflow)
+        # every self-health series at 0 from the start: "nothing arrived" is not "not wired"
+        for metric, values in (
+            (self.spans, SPAN_KINDS),
+            (self.spans_dropped, DROP_REASONS),
+            (self.turns_evicted, EVICT_REASONS),
+            (self.label_overflow, BOUNDED_LABELS),
+        ):
+            for value in values:
+                metric.labels(value)
         # labels() validates and locks on every call; the children it returns never change
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._first_seen: set[tuple[str, ...]] = set()

@@ -19,7 +19,7 @@ from opentelemetry.trace import StatusCode
 from prometheus_client import CollectorRegistry
 
 from loopwatch.conventions.read import is_turn_span
-from loopwatch.core.assembler import DROP_ERROR, TurnAssembler
+from loopwatch.core.assembler import DROP_ERROR, DROP_QUEUE_FULL, TurnAssembler
 from loopwatch.core.config import Config, load_config
 from loopwatch.core.sink import Sink
 from loopwatch.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
@@ -27,7 +27,6 @@ from loopwatch.metrics import metrics_for
 
 log = logging.getLogger("loopwatch")
 
-DROP_QUEUE_FULL = "queue_full"
 _STATUS = {StatusCode.UNSET: STATUS_UNSET, StatusCode.OK: STATUS_OK, StatusCode.ERROR: STATUS_ERROR}
 _POLL_SECONDS = 0.1
 _SWEEP_SECONDS = 1.0

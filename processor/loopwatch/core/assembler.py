@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from loopwatch.conventions import read_span
 from loopwatch.core.config import Config
+from loopwatch.core.loop_log import log_loops
 from loopwatch.core.records import (
     KIND_LLM,
     KIND_OTHER,
@@ -25,12 +26,17 @@ from loopwatch.core.spans import SpanView
 from loopwatch.core.summary import summarize
 from loopwatch.core.turns import ancestry, split_turns
 
-# Drop reasons (loopwatch_spans_dropped_total{reason}) and eviction reasons.
+# Drop reasons (loopwatch_spans_dropped_total{reason}) and eviction reasons; all of them here,
+# so the metrics can show every one at 0 from the start.
 DROP_TURN_FULL = "turn_full"
 DROP_ERROR = "error"
+DROP_QUEUE_FULL = "queue_full"  # in process: the span queue was full
+DROP_INVALID_ID = "invalid_id"  # the service: an OTLP span without a valid trace or span id
+DROP_REASONS = (DROP_QUEUE_FULL, DROP_TURN_FULL, DROP_ERROR, DROP_INVALID_ID)
 EVICT_IDLE = "idle"
 EVICT_CAPACITY = "capacity"
 EVICT_SHUTDOWN = "shutdown"
+EVICT_REASONS = (EVICT_IDLE, EVICT_CAPACITY, EVICT_SHUTDOWN)
 # How many finalized trace ids are remembered to recognise late spans.
 _FINALIZED_MEMORY_FACTOR = 4
 
@@ -183,18 +189,18 @@ class TurnAssembler:
             trace.turns_emitted += 1
             if evicted is not None:
                 self.sink.evicted(evicted)
-            self.sink.turn(
-                summarize(
-                    trace_id,
-                    trace.service,
-                    group.turn,
-                    group.calls,
-                    group.llms,
-                    self.config,
-                    group.start_ns,
-                    group.end_ns,
-                )
+            summary = summarize(
+                trace_id,
+                trace.service,
+                group.turn,
+                group.calls,
+                group.llms,
+                self.config,
+                group.start_ns,
+                group.end_ns,
             )
+            self.sink.turn(summary)
+            log_loops(summary)
 
     def sweep(self) -> None:
         """Finalize traces idle for longer than the idle timeout."""

@@ -183,20 +183,33 @@ def apply_environment(config: Config, environ: Mapping[str, str] | None = None) 
     return replace(config, **changes) if changes else config
 
 
+def config_file(
+    path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+) -> Path | None:
+    """The file :func:`load_config` reads: ``path``, else ``$LOOPWATCH_CONFIG``, else
+    ``./loopwatch.toml`` if present; None when there is none (the defaults apply)."""
+    env = os.environ if environ is None else environ
+    explicit = path if path is not None else env.get("LOOPWATCH_CONFIG") or None
+    if explicit is None:
+        default = Path("loopwatch.toml")
+        return default if default.is_file() else None
+    file = Path(explicit)
+    if not file.is_file():
+        raise ConfigError(
+            f"{file}: no such file (from {'argument' if path else 'LOOPWATCH_CONFIG'})"
+        )
+    return file
+
+
 def load_config(
     path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> Config:
     """Read ``path`` (else ``$LOOPWATCH_CONFIG``, else ``./loopwatch.toml`` if present), then
     apply ``LOOPWATCH_*`` variables. Raises :class:`ConfigError` with a clear message."""
     env = os.environ if environ is None else environ
-    explicit = path if path is not None else env.get("LOOPWATCH_CONFIG") or None
-    file = Path(explicit) if explicit is not None else Path("loopwatch.toml")
-    if explicit is not None and not file.is_file():
-        raise ConfigError(
-            f"{file}: no such file (from {'argument' if path else 'LOOPWATCH_CONFIG'})"
-        )
+    file = config_file(path, env)
     config = Config()
-    if file.is_file():
+    if file is not None:
         try:
             data = tomllib.loads(file.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

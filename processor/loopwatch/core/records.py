@@ -11,6 +11,7 @@ KIND_TOOL = "tool"
 KIND_TURN = "agent"
 KIND_LLM = "llm"
 KIND_OTHER = "other"
+SPAN_KINDS = (KIND_TOOL, KIND_TURN, KIND_LLM, KIND_OTHER)
 
 # What a guard did with a call, recorded on its span as ``loopwatch.guard.decision`` (or an
 # event ``loopwatch.guard`` with attribute ``decision``). A guarded call did not execute, so it

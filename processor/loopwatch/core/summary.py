@@ -30,6 +30,7 @@ class ToolSummary:
     guard_decisions: tuple[tuple[str, int], ...] = ()
     # failed calls of a tool with no identity declaration: keyed on arguments minus free text
     calls_keyed_by_inference: int = 0
+    looping_keys: tuple[tuple[AttemptKey, int], ...] = ()  # (key, attempts) at the threshold
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +112,7 @@ def summarize(
         repeats: Counter[str] = Counter()
         loops: set[tuple[str, str]] = set()
         over_cap_ns = 0
+        looping: list[tuple[AttemptKey, int]] = []
         for key, key_calls in by_key.items():
             if key.tool != tool:
                 continue
@@ -121,6 +123,7 @@ def summarize(
                 repeats[error_class] += n - 1
             if n >= threshold:
                 loops.add((error_class, REPEAT))
+                looping.append((key, n))
             # attempts past the loop threshold are what a breaker at cap threshold-1 would stop
             over_cap_ns += sum(max(0, c.end_ns - c.start_ns) for c in key_calls[threshold:])
         streak = _streak(tool_calls)
@@ -140,6 +143,7 @@ def summarize(
                 calls_without_arguments=sum(1 for c in tool_calls if not c.arguments_known),
                 guard_decisions=tuple(sorted(guarded.pop(tool, Counter()).items())),
                 calls_keyed_by_inference=sum(1 for c in tool_calls if c.key.inferred),
+                looping_keys=tuple(looping),
             )
         )
     for tool, decisions in guarded.items():  # tools whose every call was stopped by a guard

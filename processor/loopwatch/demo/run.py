@@ -17,6 +17,7 @@ from loopwatch.core.config import ConfigError, load_config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.core.spans import trace_hex
 from loopwatch.demo.emit import emit_turn
+from loopwatch.demo.export import WatchedExporter, otlp_exporter
 from loopwatch.demo.scenarios import Turn, eleven_empty_searches, flaky, fourteen_tickets, healthy
 from loopwatch.demo.tally import Tally
 from loopwatch.instrument import serve_metrics
@@ -129,12 +130,18 @@ def run(args: argparse.Namespace) -> int:
     config = replace(config, tools={**DEMO_TOOLS, **config.tools})
     provider = TracerProvider(resource=Resource.create({"service.name": "loopwatch-demo"}))
     tally: Tally | None = None
+    exporter: WatchedExporter | None = None
     if args.otlp_endpoint:
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        provider.add_span_processor(
-            BatchSpanProcessor(OTLPSpanExporter(endpoint=args.otlp_endpoint, insecure=True))
-        )
+        try:
+            exporter = otlp_exporter(args.otlp_endpoint)
+        except ImportError as e:
+            print(
+                f"loopwatch demo: --otlp-endpoint needs the OTLP exporter ({e}); "
+                "install the serve extra: pip install 'loopwatch[serve]'",
+                file=sys.stderr,
+            )
+            return 2
+        provider.add_span_processor(BatchSpanProcessor(exporter))
         out.write(
             f"loopwatch demo: sending spans over OTLP to {args.otlp_endpoint}\n"
             "  the receiving loopwatch counts them with its own declarations: give it\n"
@@ -167,11 +174,15 @@ def run(args: argparse.Namespace) -> int:
                 turns = script(rng, args.turns, model, phase)
                 progress = _Progress(out, len(turns))
                 for turn in turns:
+                    if exporter is not None and exporter.failed.is_set():
+                        break
                     clock = emit_turn(tracer, turn, clock)
                     progress.step(f"model {model}")
                     if args.forever:
                         time.sleep(0.05)
             provider.force_flush()
+            if exporter is not None and exporter.failed.is_set():
+                break
             if tally is not None:
                 _summary(tally, out)
             if args.forever:
@@ -186,4 +197,12 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         provider.shutdown()
+    if exporter is not None and exporter.failed.is_set():
+        print(
+            f"loopwatch demo: exporting spans to {args.otlp_endpoint} failed; "
+            f"{exporter.spans_lost} spans were not delivered. Is a Collector or "
+            "`loopwatch serve` listening there?",
+            file=sys.stderr,
+        )
+        return 1
     return 0

@@ -6,10 +6,10 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from loopwatch.core.assembler import DROP_INVALID_ID
 from loopwatch.service.otlp import count_spans, span_views
 from loopwatch.service.pipeline import Pipeline
 
-DROP_INVALID_ID = "invalid_id"
 REJECTED_MESSAGE = "spans rejected: trace_id must be 16 bytes and span_id 8 bytes, not all zero"
 OVERLOADED_MESSAGE = "loopwatch is overloaded (span queue full); retry later"
 

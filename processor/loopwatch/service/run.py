@@ -9,7 +9,7 @@ import sys
 import threading
 from types import FrameType
 
-from loopwatch.core.config import Config, ConfigError, load_config
+from loopwatch.core.config import Config, ConfigError, config_file, load_config
 
 log = logging.getLogger("loopwatch.service")
 
@@ -20,6 +20,7 @@ SWITCH_INTERVAL_SECONDS = 0.001
 STOP_SECONDS = 10.0  # SIGTERM to exit, at most (Kubernetes gives 30 by default)
 EXIT_CONFIG = 2
 EXIT_START = 1
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +43,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"/metrics, /healthz, /readyz (default {Config.metrics_host}:{Config.metrics_port})",
     )
     parser.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="any case"
+    )
+    parser.add_argument(
+        "--summary-seconds",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="log spans, turns and loops received this often while spans arrive (default 60)",
     )
 
 
@@ -58,11 +66,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         from prometheus_client import REGISTRY
 
+        from loopwatch.service.activity import Activity
         from loopwatch.service.addresses import BindError, join_address, split_address
         from loopwatch.service.app import Addresses, Service
     except ImportError as e:
         return _fail(f"{e}; install the serve extra: pip install 'loopwatch[serve]'", EXIT_START)
+    if args.summary_seconds <= 0:
+        return _fail("--summary-seconds must be positive", EXIT_CONFIG)
     try:
+        file = config_file(args.config)
         config = load_config(args.config)
         metrics_default = join_address(config.metrics_host, config.metrics_port)
         addresses = Addresses(
@@ -91,6 +103,11 @@ def run(args: argparse.Namespace) -> int:
     except BindError as e:
         return _fail(str(e), EXIT_START)
     log.info(
+        "config: %s (%d tool declarations)",
+        file.resolve() if file is not None else "none, defaults",
+        len(config.tools),
+    )
+    log.info(
         "listening: otlp-grpc=%s otlp-http=%s metrics=%s (grace %.1fs, idle %.0fs)",
         bound.grpc,
         bound.http,
@@ -98,8 +115,11 @@ def run(args: argparse.Namespace) -> int:
         config.grace_seconds,
         config.idle_timeout_seconds,
     )
-    while not stop.wait(1.0):
-        pass
+    activity = Activity(service.metrics)
+    while not stop.wait(args.summary_seconds):
+        line = activity.line()
+        if line is not None:
+            log.info("%s", line)
     log.info("stopping: finalizing open turns")
     if not service.stop(timeout=STOP_SECONDS):
         log.error("open turns not finalized within %.0fs", STOP_SECONDS)

@@ -1,0 +1,36 @@
+"""The periodic one-line summary of ``loopwatch serve``: spans, turns and loops since the
+last line, read from the metrics; nothing when no span arrived (an idle service is quiet)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopwatch.metrics import LoopwatchMetrics
+
+
+def _total(counter: Any) -> float:
+    return sum(
+        float(sample.value)
+        for family in counter.collect()
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    )
+
+
+class Activity:
+    def __init__(self, metrics: LoopwatchMetrics) -> None:
+        self.metrics = metrics
+        self.last = self._totals()
+
+    def _totals(self) -> tuple[float, float, float]:
+        m = self.metrics
+        return _total(m.spans), _total(m.turns), _total(m.loops)
+
+    def line(self) -> str | None:
+        """What arrived since the previous call, or None when no span did."""
+        now = self._totals()
+        spans, turns, loops = (int(a - b) for a, b in zip(now, self.last, strict=True))
+        self.last = now
+        if not spans:
+            return None
+        return f"{spans} spans, {turns} turns, {loops} loops since the last summary"
