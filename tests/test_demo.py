@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -42,3 +44,22 @@ def test_demo_refuses_bad_options_clearly(tmp_path: Path) -> None:
     (tmp_path / "loopwatch.toml").write_text("[defaults]\nloop_threshold = 1\n")
     out = run("--exit", cwd=tmp_path)
     assert out.returncode == 2 and "loop_threshold: must be at least 2" in out.stderr
+
+
+def test_demo_exits_1_when_its_spans_cannot_be_exported(tmp_path: Path) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    out = subprocess.run(
+        [*LOOPWATCH, "demo", "--exit", "--turns", "5", "--otlp-endpoint", f"127.0.0.1:{dead}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        # one short export timeout: the first failed batch fails the rest at once
+        env={"PATH": "/usr/bin:/bin", "OTEL_EXPORTER_OTLP_TIMEOUT": "1"},
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"loopwatch demo: exporting spans to 127.0.0.1:{dead} failed; ")
+    assert re.search(r"; [1-9]\d* spans were not delivered\. Is a Collector", last)

@@ -1,0 +1,184 @@
+"""What loopwatch says on its own: every self-health series at 0 from the start, one INFO line
+per loop, `loopwatch serve`'s config line and periodic summary, `loopwatch --version`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from prometheus_client import CollectorRegistry, generate_latest
+
+from loopwatch.core.config import Config
+from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.demo.emit import emit_turn
+from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
+from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.service.activity import Activity
+from loopwatch.service.run import add_arguments
+from loopwatch.version import VERSION
+from tests.helpers import Pipeline, S
+
+TICKETS = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})
+
+
+def test_every_self_health_series_is_there_at_zero_before_any_span() -> None:
+    registry = CollectorRegistry()
+    LoopwatchMetrics(registry)
+    text = generate_latest(registry).decode()
+    expected = [
+        *(f'loopwatch_spans_total{{kind="{k}"}} 0.0' for k in ("tool", "agent", "llm", "other")),
+        *(
+            f'loopwatch_spans_dropped_total{{reason="{r}"}} 0.0'
+            for r in ("queue_full", "turn_full", "error", "invalid_id")
+        ),
+        *(
+            f'loopwatch_turns_evicted_total{{reason="{r}"}} 0.0'
+            for r in ("idle", "capacity", "shutdown")
+        ),
+        *(
+            f'loopwatch_label_overflow_total{{label="{label}"}} 0.0'
+            for label in ("service", "agent", "model", "tool", "tool_version")
+        ),
+        "loopwatch_late_spans_total 0.0",
+        "loopwatch_open_turns 0.0",
+        f'loopwatch_build_info{{version="{VERSION}"}} 1.0',
+    ]
+    lines = set(text.splitlines())
+    assert [e for e in expected if e not in lines] == []
+
+
+def test_one_info_line_per_loop_with_hashes_and_trace_id_only(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="loopwatch")
+    p = Pipeline(TICKETS)
+    t = emit_turn(p.tracer, fourteen_tickets(), 10 * S)
+    emit_turn(p.tracer, eleven_empty_searches(), t)
+    p.flush()
+    lines = [r.getMessage() for r in caplog.records if "loop found" in r.getMessage()]
+    assert len(lines) == 2, lines
+    tickets, searches = lines
+    assert len(set(re.findall(r"trace_id=([0-9a-f]{32})", "".join(lines)))) == 2  # one per turn
+    assert re.fullmatch(
+        r"loopwatch: loop found: tool=create_ticket key=create_ticket/[0-9a-f]{8}/timeout "
+        r"attempts=14 service=\S+ agent=support trace_id=[0-9a-f]{32}",
+        tickets,
+    ), tickets
+    assert re.fullmatch(
+        r"loopwatch: loop found: tool=search_orders no_rows_streak=11 service=\S+ "
+        r"agent=support trace_id=[0-9a-f]{32}",
+        searches,
+    ), searches
+    p.close()
+
+
+def test_activity_line_counts_since_the_last_and_is_silent_when_idle() -> None:
+    p = Pipeline(TICKETS)
+    metrics = p.processor.sink
+    assert isinstance(metrics, LoopwatchMetrics)
+    activity = Activity(metrics)
+    assert activity.line() is None  # nothing arrived
+    t = emit_turn(p.tracer, fourteen_tickets(), 10 * S)
+    emit_turn(p.tracer, eleven_empty_searches(), t)
+    p.flush()
+    spans = p.value("loopwatch_spans_total")
+    assert activity.line() == f"{int(spans)} spans, 2 turns, 2 loops since the last summary"
+    assert activity.line() is None  # idle again: silent
+    p.close()
+
+
+def _lines(process: subprocess.Popen[str]) -> queue.Queue[str]:
+    """The child's stderr, line by line, read on a thread (so waits can time out)."""
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.put(line.rstrip("\n"))
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def _wait_line(lines: queue.Queue[str], pattern: str, timeout: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        seen.append(line)
+        if re.search(pattern, line):
+            return line
+    raise AssertionError(f"no line matching {pattern!r} in:\n" + "\n".join(seen))
+
+
+def test_serve_logs_its_config_loops_and_a_summary_while_spans_flow(tmp_path: Path) -> None:
+    config = tmp_path / "loopwatch.toml"
+    config.write_text(
+        '[serve]\ngrace_seconds = 0.0\n\n[tools.create_ticket]\nidentity = ["order_id"]\n'
+    )
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "loopwatch.cli", "serve", "--config", str(config)),
+            *("--grpc-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0"),
+            *("--metrics-address", "127.0.0.1:0", "--log-level", "debug"),
+            *("--summary-seconds", "0.2"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = _lines(process)
+        line = _wait_line(lines, r"config: ")
+        assert line.endswith(f"config: {config.resolve()} (1 tool declarations)")
+        listening = re.search(r"otlp-grpc=(\S+)", _wait_line(lines, "listening: "))
+        assert listening is not None
+        grpc = listening.group(1)
+        provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
+        provider.add_span_processor(
+            SimpleSpanProcessor(OTLPSpanExporter(endpoint=grpc, insecure=True))
+        )
+        emit_turn(provider.get_tracer("t"), fourteen_tickets(), 10 * S)
+        provider.shutdown()
+        loop = _wait_line(lines, "loop found: ")
+        assert "tool=create_ticket" in loop and "attempts=14" in loop
+        summary = _wait_line(lines, "since the last summary")
+        assert re.search(r"INFO loopwatch.service: \d+ spans, 1 turns, 1 loops since", summary)
+        time.sleep(1.0)  # five intervals with nothing arriving: no more lines
+        quiet = []
+        while not lines.empty():
+            quiet.append(lines.get())
+        assert [q for q in quiet if "summary" in q] == []
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+def test_version_and_log_level_in_any_case() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "loopwatch.cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (out.returncode, out.stdout) == (0, f"loopwatch {VERSION}\n")
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    for level in ("warning", "Error", "DEBUG"):
+        assert parser.parse_args(["--log-level", level]).log_level == level.upper()
