@@ -100,3 +100,17 @@ def span(
 
 def dumps(value: Any) -> str:
     return json.dumps(value)
+
+
+def exposition_sum(text: str, name: str, **labels: str) -> float:
+    """Sum of a sample over the series matching ``labels`` in Prometheus text exposition
+    (lines that are not samples are skipped; 0 when absent)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    samples = "\n".join(line.strip() for line in text.splitlines() if line.strip().startswith(name))
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(samples + "\n")
+        for s in family.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import exposition_sum as value
 from tests.test_attach import free_port
 
 pytestmark = pytest.mark.frameworks
@@ -24,13 +25,10 @@ AGENTS = {
     "openai_agents_agent.py": "Agent workflow",
     "langgraph_agent.py": "support",
 }
-SAMPLE = re.compile(r"^\s*(\w+)\{(.*)\} (\S+)$")
-LABEL = re.compile(r'(\w+)="([^"]*)"')
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-def run_example(name: str) -> tuple[str, Samples]:
+def run_example(name: str) -> str:
+    """stdout and stderr of one example run as a user runs it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPWATCH_"))}
     env["LOOPWATCH_METRICS_PORT"] = str(free_port())
     out = subprocess.run(
@@ -42,41 +40,28 @@ def run_example(name: str) -> tuple[str, Samples]:
         timeout=180,
     )
     assert out.returncode == 0, out.stderr
-    samples: Samples = {}
-    for line in out.stdout.splitlines():
-        m = SAMPLE.match(line)
-        if m:
-            labels = frozenset(LABEL.findall(m.group(2)))
-            samples[(m.group(1), labels)] = float(m.group(3))
-    return out.stdout + out.stderr, samples
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    want = set(labels.items())
-    return sum(v for (n, ls), v in samples.items() if n == name and want <= ls)
+    return out.stdout + out.stderr
 
 
 @pytest.fixture(scope="module")
-def ran() -> dict[str, tuple[str, Samples]]:
+def ran() -> dict[str, str]:
     return {name: run_example(name) for name in EXAMPLES}
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_answers_and_shows_the_empty_searches_and_the_timeouts(
-    name: str, ran: dict[str, tuple[str, Samples]]
+    name: str, ran: dict[str, str]
 ) -> None:
-    text, samples = ran[name]
+    text = ran[name]
     assert "agent: I have escalated your refund." in text
     agent = AGENTS[name]
-    assert value(samples, "loopwatch_turns_total", agent=agent) == 1
-    assert value(samples, "loopwatch_turn_max_attempts_count", agent=agent) == 1
-    calls = value(
-        samples, "loopwatch_tool_calls_total", tool="create_ticket", error_class="timeout"
-    )
+    assert value(text, "loopwatch_turns_total", agent=agent) == 1
+    assert value(text, "loopwatch_turn_max_attempts_count", agent=agent) == 1
+    calls = value(text, "loopwatch_tool_calls_total", tool="create_ticket", error_class="timeout")
     assert calls == 6
-    assert value(samples, "loopwatch_tool_calls_total", tool="search_orders", error_class="ok") == 3
-    assert value(samples, "loopwatch_no_rows_streak_sum", tool="search_orders") == 3
-    assert value(samples, "loopwatch_loops_total", tool="search_orders", kind="no_rows") == 1
+    assert value(text, "loopwatch_tool_calls_total", tool="search_orders", error_class="ok") == 3
+    assert value(text, "loopwatch_no_rows_streak_sum", tool="search_orders") == 3
+    assert value(text, "loopwatch_loops_total", tool="search_orders", kind="no_rows") == 1
     # the INFO line for the loop: tool and trace id, never an argument value
     line = next(x for x in text.splitlines() if "loop found: tool=search_orders" in x)
     assert re.search(r"no_rows_streak=3 .*trace_id=[0-9a-f]{32}$", line)
@@ -90,13 +75,13 @@ def test_example_answers_and_shows_the_empty_searches_and_the_timeouts(
 )
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_shows_the_reworded_tickets_as_one_looping_key(
-    name: str, ran: dict[str, tuple[str, Samples]]
+    name: str, ran: dict[str, str]
 ) -> None:
-    text, samples = ran[name]
+    text = ran[name]
     agent = AGENTS[name]
-    assert value(samples, "loopwatch_turn_max_attempts_sum", agent=agent) == 6
-    assert value(samples, "loopwatch_repeat_calls_total", tool="create_ticket") == 5
-    assert value(samples, "loopwatch_loops_total", tool="create_ticket", kind="repeat") == 1
+    assert value(text, "loopwatch_turn_max_attempts_sum", agent=agent) == 6
+    assert value(text, "loopwatch_repeat_calls_total", tool="create_ticket") == 5
+    assert value(text, "loopwatch_loops_total", tool="create_ticket", kind="repeat") == 1
     assert re.search(
         r"loop found: tool=create_ticket key=create_ticket/\w+/timeout attempts=6", text
     )
