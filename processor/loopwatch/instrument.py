@@ -69,7 +69,8 @@ def instrument(
                 f"({type(provider).__name__}); pass an opentelemetry.sdk.trace.TracerProvider"
             )
     else:
-        provider = global_sdk_provider()
+        with _lock:  # two threads attaching at once set one provider, not two
+            provider = global_sdk_provider()
     with _lock:
         processor = _attached.get(provider)
         if processor is None:
