@@ -6,18 +6,13 @@ from __future__ import annotations
 import urllib.request
 
 import loopwatch
+from loopwatch.demo.scenarios import SEARCH_QUERIES, TICKET_SUMMARIES
 
 QUESTION = "Where is my refund for the boots I returned?"
 ANSWER = "I have escalated your refund."
-QUERIES = ("boots refund", "boots return refund status", "refund for returned boots")
-SUMMARIES = (
-    "Customer has not received refund for returned boots",
-    "Refund not received for returned boots - customer following up",
-    "Missing refund on order 88214 (returned boots), customer awaiting resolution",
-    "Follow-up: refund for returned boots still outstanding",
-    "Returned boots, refund pending, customer asking again",
-    "Boots returned weeks ago and refund never arrived",
-)
+# the wording of design.md's incidents, as loopwatch's demo replays them
+QUERIES = SEARCH_QUERIES[:3]
+SUMMARIES = TICKET_SUMMARIES[:6]
 # (tool, arguments) the scripted model calls, one per step: three reworded searches that find
 # nothing, then six reworded tickets that time out
 SCRIPT = [("search_orders", {"query": q}) for q in QUERIES] + [

@@ -43,21 +43,13 @@ AGENT = """
     from loopwatch.guards import LoopBreaker
     from loopwatch.guards.pydantic_ai import LoopBreakerCapability
 
-    SUMMARIES = [
-        "Customer has not received refund for returned boots",
-        "Refund not received for returned boots - customer following up",
-        "Missing refund on order 88214 (returned boots), customer awaiting resolution",
-        "Follow-up: refund for returned boots still outstanding",
-        "Returned boots, refund pending, customer asking again",
-        "Boots returned weeks ago and refund never arrived",
-        "Customer says the boots refund is still missing",
-        "Refund for the returned boots has not arrived yet",
-    ]
+    from loopwatch.demo.scenarios import TICKET_SUMMARIES  # fourteen rewordings
+
     tickets = []  # what the ticket service committed
 
 
     def ticket(step, order="88214"):
-        summary = SUMMARIES[step % len(SUMMARIES)]
+        summary = TICKET_SUMMARIES[step]
         args = {"customer_id": "c_40912", "order_id": order, "summary": summary}
         return ToolCallPart("create_ticket", args, tool_call_id=f"call_{order}_{step}")
 
