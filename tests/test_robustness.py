@@ -109,11 +109,12 @@ def spans(draw: st.DrawFn) -> ReadableSpan:
 
 
 def _samples(registry: CollectorRegistry, name: str) -> dict[tuple[str, ...], float]:
+    """The series of ``name`` that are not 0 (self-health series start at 0)."""
     return {
         tuple(sorted(s.labels.values())): s.value
         for m in registry.collect()
         for s in m.samples
-        if s.name == name
+        if s.name == name and s.value
     }
 
 
