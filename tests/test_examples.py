@@ -68,11 +68,6 @@ def test_example_answers_and_shows_the_empty_searches_and_the_timeouts(
     assert "boots" not in line and "c_40912" not in line
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs issue-8-key: an undeclared tool's failed calls keyed on arguments minus free "
-    "text, so the six reworded create_ticket timeouts are one key",
-)
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_shows_the_reworded_tickets_as_one_looping_key(
     name: str, ran: dict[str, str]

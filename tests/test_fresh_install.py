@@ -170,11 +170,6 @@ def test_fresh_install_attaches_with_the_readme_lines_and_counts(
     assert _metric(result, "loopwatch_loops_total", agent="bulk") == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs issue-8-key: undeclared tools keyed on arguments minus free text when they "
-    "fail, one warning per undeclared tool, the breaker's no-config behaviour",
-)
 def test_fresh_install_sees_and_stops_the_reworded_loop_with_no_config(
     user: tuple[dict[str, object], str],
 ) -> None:
