@@ -57,7 +57,7 @@ def build_agent() -> Any:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     processor = loopwatch.instrument()
     result = build_agent().invoke({"messages": [("user", QUESTION)]})
     print(f"agent: {result['messages'][-1].content}")

@@ -82,7 +82,7 @@ def create_ticket(customer_id: str, order_id: str, summary: str) -> str:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     processor = loopwatch.instrument()
     agent = Agent(name="support", model=ScriptedModel(), tools=[search_orders, create_ticket])
     result = asyncio.run(Runner.run(agent, QUESTION))

@@ -49,7 +49,7 @@ def create_ticket(customer_id: str, order_id: str, summary: str) -> str:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     processor = loopwatch.instrument()
     answer = agent.run_sync(QUESTION).output
     print(f"agent: {answer}")
