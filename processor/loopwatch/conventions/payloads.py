@@ -7,6 +7,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from loopwatch.conventions.results import unwrap_output
+
 REDACTED = frozenset({"__REDACTED__", "<redacted>", "[REDACTED]", "[redacted]"})
 # Past this a payload is not parsed; its identity is the hash of the raw text (still exact for
 # byte-equal repeats, which is all a huge payload can be compared on cheaply).
@@ -116,6 +118,11 @@ def decode_result(value: Any) -> tuple[bool, Any, str | None]:
             result = parsed
             continue
         if isinstance(result, dict):
+            unwrapped, inner, wrapper_error = unwrap_output(result)
+            if unwrapped:
+                error_text = error_text or wrapper_error
+                result = inner
+                continue
             data = result.get("data")
             if result.get("lc") == 1 and result.get("type") == "constructor":
                 # LangChain's own serialization (``ToolMessage.to_json()``, OpenLLMetry writes

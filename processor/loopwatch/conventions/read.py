@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from loopwatch.conventions import frameworks, genai, openllmetry
+from loopwatch.conventions import frameworks, genai, openllmetry, results
 from loopwatch.conventions.family import ANY, Family
 from loopwatch.conventions.frameworks import ADK, LOGFIRE, LOGFIRE_FUNCTION_SPAN
 from loopwatch.conventions.genai import GENAI
@@ -99,7 +99,10 @@ def is_turn_span(name: str, attributes: Mapping[str, Any]) -> bool:
 def read_span(span: SpanView, config: Config) -> Record:
     """Classify a span and read what loopwatch needs from it."""
     if is_tool_span(span):
-        return _tool_call(span, config)
+        tool = _tool_name(span)
+        if results.is_aggregate_tool(tool):
+            return Link(span.span_id, span.parent_id, span.start_ns, span.end_ns)
+        return _tool_call(span, config, tool)
     if is_turn_span(span.name, span.attributes):
         return TurnMark(
             span.span_id,
@@ -179,10 +182,10 @@ def _raw_payloads(span: SpanView) -> tuple[Any, Any]:
 
 
 def _error_evidence(
-    span: SpanView, result_error: str | None, result_text: str | None
+    span: SpanView, result_error: str | None, result_text: str | None, result_types: list[str]
 ) -> tuple[bool, list[str], list[str]]:
     attrs = span.attributes
-    types: list[str] = []
+    types: list[str] = list(result_types)
     messages: list[str] = []
     errored = span.status_code == STATUS_ERROR
     error_type = attrs.get("error.type")
@@ -219,9 +222,8 @@ def _error_evidence(
     return errored, types, messages
 
 
-def _tool_call(span: SpanView, config: Config) -> ToolCall:
+def _tool_call(span: SpanView, config: Config, tool: str) -> ToolCall:
     attrs = span.attributes
-    tool = _tool_name(span)
     declaration = config.declaration(tool)
     raw_arguments, raw_result = _raw_payloads(span)
     known, arguments = decode_arguments(raw_arguments)
@@ -233,10 +235,15 @@ def _tool_call(span: SpanView, config: Config) -> ToolCall:
     if result_known and frameworks.adk_result_disabled(attrs):
         result_known, result = False, None
     result_error = envelope_error
+    result_types: list[str] = []
+    described = results.error_in_result(result) if result_known else None
+    if described is not None:
+        result_types.append(described[0])
+        result_error = result_error or described[1] or described[0]
     if result_known and result_error is None:
         result_error = frameworks.framework_error_result(result) or error_text_in_result(result)
     result_text = result if result_known and isinstance(result, str) else None
-    errored, types, messages = _error_evidence(span, result_error, result_text)
+    errored, types, messages = _error_evidence(span, result_error, result_text, result_types)
     if errored:
         error_class = classify_error(types, messages)
         outcome = error_class
@@ -246,26 +253,39 @@ def _tool_call(span: SpanView, config: Config) -> ToolCall:
         fingerprint = result_fingerprint(result, declaration) if result_known else "unknown"
         outcome = fingerprint if result_known else OK
     description = _text(_first(attrs, _DESCRIPTION))
+    keying = _keying_declaration(arguments, declaration)
+    key = attempt_key(tool, arguments, outcome, keying, arguments_known=known)
     return ToolCall(
         span.span_id,
         span.parent_id,
         span.start_ns,
         span.end_ns,
         tool=tool,
-        key=attempt_key(
-            tool,
-            arguments,
-            outcome,
-            _keying_declaration(arguments, declaration),
-            arguments_known=known,
-        ),
+        key=key,
         error_class=error_class,
         result=fingerprint,
         arguments_known=known,
         tool_version=short_hash(description, 8) if description else "",
         agent=_text(_first(attrs, _TOOL_AGENT)),
         guard=_guard_decision(span),
+        failed_identity=_failed_identity(tool, arguments, keying, known, errored),
     )
+
+
+def _failed_identity(
+    tool: str,
+    arguments: Any,
+    keying: ToolDeclaration | None,
+    known: bool,
+    errored: bool,
+) -> str | None:
+    """For a successful call of an undeclared tool, the identity its arguments key to had it
+    failed (without free text): core.layers uses it when another instrumentation layer of the
+    same call saw the failure."""
+    if errored or not known or (keying is not None and keying.identity):
+        return None
+    failed = attempt_key(tool, arguments, "tool_error", keying)
+    return failed.identity if failed.inferred else None
 
 
 def _keying_declaration(

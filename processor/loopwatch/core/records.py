@@ -37,6 +37,9 @@ class ToolCall:
     tool_version: str
     agent: str | None
     guard: str | None = None  # a guard decision: the call was answered without executing
+    # a successful call of an undeclared tool: the (inferred) identity its arguments key to as
+    # a failed call, for when another layer of the same call saw it fail (core.layers)
+    failed_identity: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from loopwatch.core.layers import merge_layers
 from loopwatch.core.records import LlmMark, Record, ToolCall, TurnMark
 
 
@@ -83,6 +84,7 @@ def split_turns(records: Mapping[int, Record], allow_empty: bool = True) -> list
             if group is not None:
                 group.llms.append(rec)
     for group in groups.values():
+        group.calls = merge_layers(group.calls)
         anchor_record = records.get(group.anchor)
         if anchor_record is not None:
             group.start_ns, group.end_ns = anchor_record.start_ns, anchor_record.end_ns

@@ -1,0 +1,70 @@
+"""One tool call recorded by two instrumentation layers is one call.
+
+A tool span nested directly in a tool span of the same tool records the same execution twice
+(AutoGen's own ``execute_tool`` span under OpenInference's TOOL span, when both write to one
+provider). Each layer knows part of it, so the layers are merged: the arguments from the one
+that has them, the error from the one that saw it, the result from the one that read it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from loopwatch.core.keys import AttemptKey
+from loopwatch.core.outcomes import OK
+from loopwatch.core.records import ToolCall
+
+_UNKNOWN = "unknown"  # ToolCall.result when the result was not readable
+_GENERIC_ERROR = "tool_error"
+
+
+def merge_layers(calls: list[ToolCall]) -> list[ToolCall]:
+    """``calls`` with every chain of directly nested same-tool spans folded into its outermost
+    span (its id, parent and times stay, so it sorts where the call started)."""
+    by_id = {c.span_id: c for c in calls}
+    layers: dict[int, list[tuple[int, ToolCall]]] = {}
+    nested = False
+    for call in calls:
+        top, depth = call, 0
+        seen = {call.span_id}
+        parent = by_id.get(top.parent_id) if top.parent_id is not None else None
+        while parent is not None and parent.tool == call.tool and parent.span_id not in seen:
+            top, depth = parent, depth + 1
+            seen.add(parent.span_id)
+            parent = by_id.get(top.parent_id) if top.parent_id is not None else None
+        nested = nested or depth > 0
+        layers.setdefault(top.span_id, []).append((depth, call))
+    if not nested:
+        return calls
+    out: list[ToolCall] = []
+    for group in layers.values():
+        ordered = [c for _, c in sorted(group, key=lambda item: item[0])]
+        out.append(ordered[0] if len(ordered) == 1 else _merge(ordered))
+    return out
+
+
+def _merge(layers: list[ToolCall]) -> ToolCall:
+    """Merge layers ordered outermost first."""
+    outer = layers[0]
+    failed = [c.error_class for c in layers if c.error_class != OK]
+    # a named class (timeout) over the generic one a layer falls back to
+    error_class = next((e for e in failed if e != _GENERIC_ERROR), failed[0]) if failed else OK
+    source = next((c for c in layers if c.arguments_known), outer)
+    identity, inferred = source.key.identity, source.key.inferred
+    if error_class != OK:
+        if source.failed_identity is not None:
+            identity, inferred = source.failed_identity, True
+        result, outcome = _UNKNOWN, error_class
+    else:
+        result = next((c.result for c in layers if c.result != _UNKNOWN), _UNKNOWN)
+        outcome = result if result != _UNKNOWN else OK
+    return replace(
+        outer,
+        key=AttemptKey(outer.tool, identity, outcome, inferred),
+        error_class=error_class,
+        result=result,
+        arguments_known=source.arguments_known,
+        tool_version=next((c.tool_version for c in layers if c.tool_version), ""),
+        agent=next((c.agent for c in layers if c.agent), None),
+        guard=next((c.guard for c in layers if c.guard), None),
+        failed_identity=None,
+    )

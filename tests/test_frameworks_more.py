@@ -1,0 +1,164 @@
+"""Seven more agent frameworks, offline with scripted models, each through the same three turns.
+
+Each framework runs its scenarios (tests/framework_runs/<name>.py) in a process of its own, so
+that frameworks which write to the global TracerProvider or patch libraries globally cannot
+leak into each other; ADK and CrewAI run in virtualenvs of their own (``.venv-adk``,
+``.venv-crewai``, made by scripts/test) because their pins cannot share the test venv's. The
+processes hand back their metric samples as JSON; the assertions are here.
+
+The three turns:
+
+- ``timeouts``: ``create_ticket`` (identity ``customer_id``, ``order_id``) times out five times,
+  the summary reworded each time: one key, 5 attempts, 4 repeats, one timeout loop.
+- ``empty_searches``: four reworded ``search_orders`` calls return ``[]``: a no-rows streak of
+  4, one no_rows loop, every key seen once.
+- ``bulk``: ``refund_order`` on six different orders (in one model message where the framework
+  runs parallel tool calls): six calls, six keys, **no loop**.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.frameworks
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Framework:
+    module: str  # tests/framework_runs/<module>.py
+    agent: str  # the turn's agent label
+    venv: str | None = None  # a virtualenv of its own, relative to the repository
+    env: dict[str, str] = field(default_factory=dict)
+    # calls of tools the framework itself adds to every turn (tool -> calls per turn)
+    extra_calls: dict[str, int] = field(default_factory=dict)
+    model: str | None = "scripted-v1"  # the model label, None where no span names the model
+
+
+_ADK_CONTENT = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"}
+FRAMEWORKS = {
+    "adk": Framework("adk", agent="support", venv=".venv-adk", env=_ADK_CONTENT),
+    "adk-legacy": Framework(
+        "adk", agent="support", venv=".venv-adk", env={"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1"}
+    ),
+}
+
+
+class Readings:
+    """A scenario's metric samples, read like tests.helpers.Pipeline.value."""
+
+    def __init__(self, samples: list[tuple[str, dict[str, str], float]]) -> None:
+        self.samples = samples
+
+    def value(self, name: str, **labels: str) -> float:
+        return sum(
+            v
+            for n, got, v in self.samples
+            if n == name and all(got.get(k) == want for k, want in labels.items())
+        )
+
+
+_RESULTS: dict[str, dict[str, Readings]] = {}
+
+
+def _python(framework: Framework) -> str:
+    if framework.venv is None:
+        return sys.executable
+    python = ROOT / framework.venv / "bin" / "python"
+    if python.exists():
+        return str(python)
+    message = f"{framework.venv} is missing (scripts/test creates it)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def run(name: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Readings]:
+    """The framework's three scenarios, run once per test session."""
+    if name not in _RESULTS:
+        framework = FRAMEWORKS[name]
+        out = tmp_path_factory.mktemp(name) / "samples.json"
+        env = {**os.environ, **framework.env, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run(
+            [_python(framework), "-m", "tests.framework_runs", framework.module, str(out)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-4000:]
+        raw = json.loads(out.read_text())
+        _RESULTS[name] = {scenario: Readings(samples) for scenario, samples in raw.items()}
+    return _RESULTS[name]
+
+
+def _one_turn(r: Readings, framework: Framework) -> None:
+    labels = {"agent": framework.agent}
+    if framework.model is not None:
+        labels["model"] = framework.model
+    assert r.value("loopwatch_turns_total") == 1
+    assert r.value("loopwatch_turns_total", **labels) == 1
+    assert r.value("loopwatch_turn_max_attempts_count") == 1
+
+
+def _extra(framework: Framework) -> float:
+    return float(sum(framework.extra_calls.values()))
+
+
+@pytest.mark.parametrize("name", FRAMEWORKS)
+def test_timeouts_with_reworded_summaries_are_one_key(
+    name: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    framework = FRAMEWORKS[name]
+    r = run(name, tmp_path_factory)["timeouts"]
+    _one_turn(r, framework)
+    assert r.value("loopwatch_turn_max_attempts_sum") == 5
+    assert r.value("loopwatch_tool_calls_total", tool="create_ticket", error_class="timeout") == 5
+    assert r.value("loopwatch_tool_calls_total") == 5 + _extra(framework)
+    assert r.value("loopwatch_repeat_calls_total", tool="create_ticket", error_class="timeout") == 4
+    assert r.value("loopwatch_repeat_calls_total") == 4
+    assert r.value("loopwatch_loops_total", tool="create_ticket", error_class="timeout") == 1
+    assert r.value("loopwatch_loops_total") == 1
+    assert r.value("loopwatch_calls_without_arguments_total") == 0
+
+
+@pytest.mark.parametrize("name", FRAMEWORKS)
+def test_empty_searches_are_a_no_rows_streak(
+    name: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    framework = FRAMEWORKS[name]
+    r = run(name, tmp_path_factory)["empty_searches"]
+    _one_turn(r, framework)
+    assert r.value("loopwatch_no_rows_streak_count", tool="search_orders") == 1
+    assert r.value("loopwatch_no_rows_streak_sum", tool="search_orders") == 4
+    assert r.value("loopwatch_tool_calls_total", tool="search_orders", error_class="ok") == 4
+    assert r.value("loopwatch_tool_calls_total") == 4 + _extra(framework)
+    assert r.value("loopwatch_loops_total", tool="search_orders", kind="no_rows") == 1
+    assert r.value("loopwatch_loops_total") == 1
+    assert r.value("loopwatch_turn_max_attempts_sum") == 1
+    assert r.value("loopwatch_repeat_calls_total") == 0
+    assert r.value("loopwatch_calls_without_arguments_total") == 0
+
+
+@pytest.mark.parametrize("name", FRAMEWORKS)
+def test_bulk_refunds_of_six_orders_are_no_loop(
+    name: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    framework = FRAMEWORKS[name]
+    r = run(name, tmp_path_factory)["bulk"]
+    _one_turn(r, framework)
+    assert r.value("loopwatch_tool_calls_total", tool="refund_order", error_class="ok") == 6
+    assert r.value("loopwatch_tool_calls_total") == 6 + _extra(framework)
+    assert r.value("loopwatch_turn_max_attempts_sum") == 1
+    assert r.value("loopwatch_repeat_calls_total") == 0
+    assert r.value("loopwatch_loops_total") == 0
+    assert r.value("loopwatch_calls_without_arguments_total") == 0
