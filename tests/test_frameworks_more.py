@@ -40,7 +40,7 @@ class Framework:
     env: dict[str, str] = field(default_factory=dict)
     # calls of tools the framework itself adds to every turn (tool -> calls per turn)
     extra_calls: dict[str, int] = field(default_factory=dict)
-    model: str | None = "scripted-v1"  # the model label, None where no span names the model
+    model: str | None = "scripted-v1"  # the model label; None: no span names it ("unknown")
 
 
 _ADK_CONTENT = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"}
@@ -49,6 +49,8 @@ FRAMEWORKS = {
     "adk-legacy": Framework(
         "adk", agent="support", venv=".venv-adk", env={"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1"}
     ),
+    # OpenInference's CrewAI instrumentation writes no LLM span: no model
+    "crewai": Framework("crewai", agent="support", venv=".venv-crewai", model=None),
 }
 
 
@@ -102,9 +104,7 @@ def run(name: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Readin
 
 
 def _one_turn(r: Readings, framework: Framework) -> None:
-    labels = {"agent": framework.agent}
-    if framework.model is not None:
-        labels["model"] = framework.model
+    labels = {"agent": framework.agent, "model": framework.model or "unknown"}
     assert r.value("loopwatch_turns_total") == 1
     assert r.value("loopwatch_turns_total", **labels) == 1
     assert r.value("loopwatch_turn_max_attempts_count") == 1
