@@ -2,9 +2,11 @@
 
 Each framework runs its scenarios (tests/framework_runs/<name>.py) in a process of its own, so
 that frameworks which write to the global TracerProvider or patch libraries globally cannot
-leak into each other; ADK and CrewAI run in virtualenvs of their own (``.venv-adk``,
-``.venv-crewai``, made by scripts/test) because their pins cannot share the test venv's. The
-processes hand back their metric samples as JSON; the assertions are here.
+leak into each other. They run in virtualenvs of their own, made by scripts/test, because their
+pins cannot share the test venv's: ``.venv-frameworks-more`` (Strands needs an
+opentelemetry-instrumentation release the test venv's opentelemetry-distro pin excludes),
+``.venv-adk`` (opentelemetry <= 1.44) and ``.venv-crewai`` (pydantic < 2.13). The processes
+hand back their metric samples as JSON; the assertions are here.
 
 The three turns:
 
@@ -43,12 +45,22 @@ class Framework:
     model: str | None = "scripted-v1"  # the model label; None: no span names it ("unknown")
 
 
+_MORE = ".venv-frameworks-more"
 _ADK_CONTENT = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"}
 FRAMEWORKS = {
     "adk": Framework("adk", agent="support", venv=".venv-adk", env=_ADK_CONTENT),
     "adk-legacy": Framework(
         "adk", agent="support", venv=".venv-adk", env={"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1"}
     ),
+    "strands": Framework("strands", agent="support", venv=_MORE),
+    # The AGENT span is named after the agent's run method and holds no agent.name; the
+    # instrumentation traces only the model classes it knows (no LLM span for a custom Model);
+    # a ToolCallingAgent ends every run with a final_answer call.
+    "smolagents": Framework(
+        "smolagents", agent="support.run", venv=_MORE, model=None, extra_calls={"final_answer": 1}
+    ),
+    # No span names the agent: the run's root is a CHAIN span "FunctionAgent.run".
+    "llamaindex": Framework("llamaindex", agent="unknown", venv=_MORE),
     # OpenInference's CrewAI instrumentation writes no LLM span: no model
     "crewai": Framework("crewai", agent="support", venv=".venv-crewai", model=None),
 }

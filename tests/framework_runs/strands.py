@@ -1,0 +1,86 @@
+"""Strands Agents (strands-agents 1.62.0) with its native OpenTelemetry spans, a scripted
+``Model`` that streams tool-use blocks (several in one message run concurrently)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from tests.framework_runs.common import ANSWER, TIMEOUT_MESSAGE, script
+
+
+def setup() -> None:
+    pass
+
+
+def _events(step: list[tuple[str, dict[str, Any]]], i: int) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = [{"messageStart": {"role": "assistant"}}]
+    for j, (name, args) in enumerate(step):
+        start = {"toolUse": {"toolUseId": f"call_{i}_{j}", "name": name}}
+        events += [
+            {"contentBlockStart": {"start": start}},
+            {"contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps(args)}}}},
+            {"contentBlockStop": {}},
+        ]
+    events.append({"messageStop": {"stopReason": "tool_use"}})
+    return events
+
+
+def _answer() -> list[dict[str, Any]]:
+    return [
+        {"messageStart": {"role": "assistant"}},
+        {"contentBlockDelta": {"delta": {"text": ANSWER}}},
+        {"contentBlockStop": {}},
+        {"messageStop": {"stopReason": "end_turn"}},
+    ]
+
+
+def drive(scenario: str) -> None:
+    from strands import Agent, tool
+    from strands.models import Model
+
+    steps = script(scenario)
+
+    class ScriptedModel(Model):
+        def __init__(self) -> None:
+            self.step = 0
+            self.config: dict[str, Any] = {"model_id": "scripted-v1"}
+
+        def update_config(self, **model_config: Any) -> None:
+            self.config.update(model_config)
+
+        def get_config(self) -> Any:
+            return self.config
+
+        async def structured_output(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+            yield  # an async generator, as the interface wants
+
+        async def stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            i, self.step = self.step, self.step + 1
+            for event in _events(steps[i], i) if i < len(steps) else _answer():
+                yield event
+
+    @tool
+    def create_ticket(customer_id: str, order_id: str, summary: str) -> str:
+        """Open a support ticket for an order."""
+        raise TimeoutError(TIMEOUT_MESSAGE)
+
+    @tool
+    def search_orders(query: str) -> list[dict[str, str]]:
+        """Search the customer's orders."""
+        return []
+
+    @tool
+    def refund_order(order_id: str) -> dict[str, str]:
+        """Refund one order."""
+        return {"order_id": order_id, "status": "refunded"}
+
+    agent = Agent(
+        name="support",
+        model=ScriptedModel(),
+        tools=[create_ticket, search_orders, refund_order],
+        callback_handler=None,
+    )
+    agent("Where is my refund?")
