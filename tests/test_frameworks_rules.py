@@ -21,6 +21,9 @@ def p() -> Iterator[Pipeline]:
     pipeline.close()
 
 
+KIND = "openinference.span.kind"
+
+
 def _tool(name: str) -> dict[str, str]:
     return {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
 
@@ -64,10 +67,21 @@ def _layered_call(
 
 
 def test_two_layers_of_one_call_merge_arguments_and_error(p: Pipeline) -> None:
-    root = {"gen_ai.agent.name": "support"}
-    with span(p.tracer, "autogen run", 0, 200 * S, root):
+    """As AutoGen writes them with both layers on one provider, its ``invoke_agent`` root
+    ending before OpenInference's AGENT span under it."""
+    from opentelemetry import trace as api
+
+    attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}
+    root = p.tracer.start_span("invoke_agent support", start_time=0, attributes=attrs)
+    with api.use_span(root, end_on_exit=False):
+        agent = p.tracer.start_span(
+            "support.on_messages_stream", start_time=1, attributes={KIND: "AGENT"}
+        )
+    with api.use_span(agent, end_on_exit=False):
         for i in range(5):
             _layered_call(p, i * 31 * S, ticket_args(i), TimeoutError("no answer"))
+    root.end(end_time=200 * S)
+    agent.end(end_time=200 * S + 1)
     assert p.value("loopwatch_tool_calls_total") == 5
     assert p.value("loopwatch_tool_calls_total", tool="create_ticket", error_class="timeout") == 5
     assert p.value("loopwatch_turn_max_attempts_sum") == 5

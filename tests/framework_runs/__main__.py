@@ -8,12 +8,11 @@ import importlib
 import json
 import sys
 
-from tests.framework_runs.common import install_global_provider, run_scenarios
+from tests.framework_runs.common import run_scenarios
 
 
 def main() -> None:
     name, out = sys.argv[1], sys.argv[2]
-    install_global_provider()
     module = importlib.import_module(f"tests.framework_runs.{name}")
     module.setup()
     with open(out, "w", encoding="utf-8") as f:

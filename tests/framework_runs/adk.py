@@ -12,11 +12,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from tests.framework_runs.common import ANSWER, TIMEOUT_MESSAGE, script
+from tests.framework_runs.common import ANSWER, TIMEOUT_MESSAGE, install_global_provider, script
 
 
 def setup() -> None:
-    pass
+    install_global_provider()  # its native spans go to the global provider
 
 
 def create_ticket(customer_id: str, order_id: str, summary: str) -> str:

@@ -7,11 +7,11 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from tests.framework_runs.common import ANSWER, TIMEOUT_MESSAGE, script
+from tests.framework_runs.common import ANSWER, TIMEOUT_MESSAGE, install_global_provider, script
 
 
 def setup() -> None:
-    pass
+    install_global_provider()  # its native spans go to the global provider
 
 
 def _events(step: list[tuple[str, dict[str, Any]]], i: int) -> list[dict[str, Any]]:

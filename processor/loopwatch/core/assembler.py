@@ -198,6 +198,7 @@ class TurnAssembler:
                 self.config,
                 group.start_ns,
                 group.end_ns,
+                group.root_agent,
             )
             self.sink.turn(summary)
             log_loops(summary)

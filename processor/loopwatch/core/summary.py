@@ -82,8 +82,10 @@ def summarize(
     config: Config,
     start_ns: int = 0,
     end_ns: int = 0,
+    root_agent: str | None = None,
 ) -> TurnSummary:
-    """Numbers for one turn from its tool calls and LLM spans (any order)."""
+    """Numbers for one turn from its tool calls and LLM spans (any order). The agent is the
+    turn span's, else the tool spans', else ``root_agent`` (the trace root's)."""
     guarded: dict[str, Counter[str]] = defaultdict(Counter)
     for c in calls:
         if c.guard is not None:
@@ -151,7 +153,11 @@ def summarize(
             ToolSummary(tool, "", 0, None, (), (), (), 0.0, 0, tuple(sorted(decisions.items())))
         )
 
-    agent = (turn.agent if turn else None) or next((c.agent for c in calls if c.agent), None)
+    agent = (
+        (turn.agent if turn else None)
+        or next((c.agent for c in calls if c.agent), None)
+        or root_agent
+    )
     if calls:
         start_ns = min(start_ns or calls[0].start_ns, calls[0].start_ns)
         end_ns = max(end_ns, max(c.end_ns for c in calls))

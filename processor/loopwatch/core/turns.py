@@ -19,6 +19,8 @@ class TurnGroup:
     llms: list[LlmMark] = field(default_factory=list)
     start_ns: int = 0
     end_ns: int = 0
+    # the agent of the trace's root span, for a turn whose own spans name none
+    root_agent: str | None = None
 
 
 def ancestry(records: Mapping[int, Record]) -> dict[int, tuple[int, int | None]]:
@@ -83,9 +85,21 @@ def split_turns(records: Mapping[int, Record], allow_empty: bool = True) -> list
             group = group or groups.get(top)
             if group is not None:
                 group.llms.append(rec)
+    root_agent = _root_agent(records)
     for group in groups.values():
         group.calls = merge_layers(group.calls)
+        group.root_agent = root_agent
         anchor_record = records.get(group.anchor)
         if anchor_record is not None:
             group.start_ns, group.end_ns = anchor_record.start_ns, anchor_record.end_ns
     return list(groups.values())
+
+
+def _root_agent(records: Mapping[int, Record]) -> str | None:
+    """The agent named by the trace's root span when it is an agent span. Its children may
+    end after it (AutoGen's ``invoke_agent`` root ends before OpenInference's AGENT span under
+    it), leaving the turn's tool calls cut off from it."""
+    for rec in records.values():
+        if rec.parent_id is None and isinstance(rec, TurnMark) and rec.agent:
+            return rec.agent
+    return None
