@@ -1,0 +1,89 @@
+"""Agno (agno 3.1.10) under OpenInference (openinference-instrumentation-agno 1.0.15): an
+``Agent`` over a scripted ``Model`` whose responses carry OpenAI-style tool calls (several in
+one message)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from tests.framework_runs.common import ANSWER, PROVIDER, TIMEOUT_MESSAGE, script
+
+
+def setup() -> None:
+    from openinference.instrumentation.agno import AgnoInstrumentor
+
+    AgnoInstrumentor().instrument(tracer_provider=PROVIDER)
+
+
+def create_ticket(customer_id: str, order_id: str, summary: str) -> str:
+    """Open a support ticket for an order."""
+    raise TimeoutError(TIMEOUT_MESSAGE)
+
+
+def search_orders(query: str) -> list[dict[str, str]]:
+    """Search the customer's orders."""
+    return []
+
+
+def refund_order(order_id: str) -> dict[str, str]:
+    """Refund one order."""
+    return {"order_id": order_id, "status": "refunded"}
+
+
+def drive(scenario: str) -> None:
+    from agno.agent import Agent
+    from agno.models.base import Model
+    from agno.models.response import ModelResponse
+
+    steps = script(scenario)
+    played = [0]
+
+    def respond() -> ModelResponse:
+        i = played[0]
+        played[0] += 1
+        if i >= len(steps):
+            return ModelResponse(role="assistant", content=ANSWER)
+        calls = [
+            {
+                "id": f"call_{i}_{j}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+            for j, (name, args) in enumerate(steps[i])
+        ]
+        return ModelResponse(role="assistant", tool_calls=calls)
+
+    @dataclass
+    class ScriptedModel(Model):
+        id: str = "scripted-v1"
+        name: str = "Scripted"
+        provider: str = "scripted"
+
+        def invoke(self, *args: Any, **kwargs: Any) -> ModelResponse:
+            return respond()
+
+        async def ainvoke(self, *args: Any, **kwargs: Any) -> ModelResponse:
+            return respond()
+
+        def invoke_stream(self, *args: Any, **kwargs: Any) -> Iterator[ModelResponse]:
+            yield respond()
+
+        async def ainvoke_stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[ModelResponse]:
+            yield respond()
+
+        def _parse_provider_response(self, response: Any, **kwargs: Any) -> ModelResponse:
+            return response  # type: ignore[no-any-return]
+
+        def _parse_provider_response_delta(self, response: Any) -> ModelResponse:
+            return response  # type: ignore[no-any-return]
+
+    agent = Agent(
+        name="support",
+        model=ScriptedModel(),
+        tools=[create_ticket, search_orders, refund_order],
+        telemetry=False,
+    )
+    agent.run("Where is my refund?")
