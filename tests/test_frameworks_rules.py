@@ -11,7 +11,7 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 from tests.framework_runs.common import BULK_ORDERS, DECLARED, SUMMARIES, ticket_args
-from tests.helpers import S, Pipeline, span
+from tests.helpers import Pipeline, S, span
 
 
 @pytest.fixture
@@ -33,9 +33,11 @@ def test_aggregate_tool_span_is_not_a_call(p: Pipeline) -> None:
     agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}
     with span(p.tracer, "invoke_agent support", 0, 10 * S, agent):
         for i, order in enumerate(BULK_ORDERS[:3]):
-            attrs = {**_tool("refund_order"), "gcp.vertex.agent.tool_call_args": json.dumps(
-                {"order_id": order}
-            ), "gcp.vertex.agent.tool_response": '{"status": "refunded"}'}
+            attrs = {
+                **_tool("refund_order"),
+                "gcp.vertex.agent.tool_call_args": json.dumps({"order_id": order}),
+                "gcp.vertex.agent.tool_response": '{"status": "refunded"}',
+            }
             with span(p.tracer, "execute_tool refund_order", i * S, i * S + 1, attrs):
                 pass
         merged = {**_tool("(merged tools)"), "gcp.vertex.agent.tool_call_args": "N/A"}

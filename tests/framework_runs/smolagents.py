@@ -9,7 +9,7 @@ logged in the agent's memory for the model and recorded on the TOOL span as an e
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from tests.framework_runs.common import ANSWER, PROVIDER, TIMEOUT_MESSAGE, script
 
@@ -52,7 +52,7 @@ def drive(scenario: str) -> None:
     class CreateTicket(Tool):
         name = "create_ticket"
         description = "Open a support ticket for an order."
-        inputs = {
+        inputs: ClassVar[dict[str, dict[str, str]]] = {
             "customer_id": {"type": "string", "description": "customer"},
             "order_id": {"type": "string", "description": "order"},
             "summary": {"type": "string", "description": "what happened"},
@@ -65,7 +65,9 @@ def drive(scenario: str) -> None:
     class SearchOrders(Tool):
         name = "search_orders"
         description = "Search the customer's orders."
-        inputs = {"query": {"type": "string", "description": "search text"}}
+        inputs: ClassVar[dict[str, dict[str, str]]] = {
+            "query": {"type": "string", "description": "search text"}
+        }
         output_type = "array"
 
         def forward(self, query: str) -> list[dict[str, str]]:
@@ -74,7 +76,9 @@ def drive(scenario: str) -> None:
     class RefundOrder(Tool):
         name = "refund_order"
         description = "Refund one order."
-        inputs = {"order_id": {"type": "string", "description": "order"}}
+        inputs: ClassVar[dict[str, dict[str, str]]] = {
+            "order_id": {"type": "string", "description": "order"}
+        }
         output_type = "object"
 
         def forward(self, order_id: str) -> dict[str, str]:
