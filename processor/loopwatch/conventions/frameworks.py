@@ -1,6 +1,11 @@
 """What frameworks emit outside the three families: Google ADK's own attributes, Logfire's
 OpenAI Agents bridge, Strands' span events, the OpenAI Agents SDK's error texts, LangGraph's
-graph span."""
+graph span.
+
+Seen from: Google ADK 2.13 legacy format (``gcp.vertex.agent.tool_call_args``/``tool_response``),
+Strands Agents 1.62 (``gen_ai.tool.message``/``gen_ai.choice`` events, ``gen_ai.tool.status``,
+``Error: TimeoutError - ...`` results), the OpenAI Agents SDK 0.24 under OpenInference 2.6, and
+LangGraph 1.2 under OpenInference langchain 0.1.80. Logfire's bridge is read from its source."""
 
 from __future__ import annotations
 

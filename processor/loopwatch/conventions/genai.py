@@ -1,5 +1,10 @@
 """OpenTelemetry GenAI semantic conventions (current), and the older names pydantic-ai and
-Logfire still emit (instrumentation version 2: ``running tool``, ``tool_arguments``)."""
+Logfire still emit (instrumentation version 2: ``running tool``, ``tool_arguments``).
+
+Reads ``execute_tool`` spans (``gen_ai.tool.name``, ``gen_ai.tool.call.arguments``/``.result``,
+``error.type``), ``invoke_agent``/``invoke_workflow`` turn spans and LLM spans. Seen from
+pydantic-ai 2.68 (its own instrumentation), Google ADK 2.13 (current format), Strands Agents
+1.62 and AutoGen 0.7 (its own ``execute_tool`` and ``invoke_agent`` spans)."""
 
 from loopwatch.conventions.family import ANY, Family
 

@@ -1,4 +1,7 @@
-"""OpenLLMetry / Traceloop: ``traceloop.span.kind`` and ``traceloop.entity.*``."""
+"""OpenLLMetry / Traceloop: ``traceloop.span.kind`` and ``traceloop.entity.*``.
+
+Read from traceloop/openllmetry 0.62 source (shared reference, span-conventions.md); no
+framework test drives it."""
 
 from loopwatch.conventions.family import ANY, Family
 

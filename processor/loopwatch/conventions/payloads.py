@@ -1,4 +1,9 @@
-"""Arguments and results as instrumentations write them: JSON, Python reprs, envelopes."""
+"""Arguments and results as instrumentations write them: JSON, Python reprs, envelopes.
+
+Seen: JSON texts (most), Python reprs (OpenInference langchain 0.1.80), ``{"args", "kwargs"}``
+envelopes (OpenInference smolagents 0.1.43 adds ``sanitize_inputs_outputs``; llama-index 4.6.1
+writes ``{"kwargs": {...}}``), ADK 2.13's ``{"result": X}``, Strands 1.62's text blocks, LangChain
+ToolMessages, and framework output wrappers (conventions.results)."""
 
 from __future__ import annotations
 

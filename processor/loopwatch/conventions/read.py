@@ -1,4 +1,9 @@
-"""One span in, one record out: tool call, turn mark, LLM mark or link."""
+"""One span in, one record out: tool call, turn mark, LLM mark or link.
+
+Reads the families (GenAI, OpenInference, OpenLLMetry) and the framework fields
+(conventions.frameworks) in span-conventions.md's order; applies the general rules of
+conventions.results (aggregate spans, wrapped results, errors named in results). The framework
+versions each reader was checked against are in its module's docstring and docs/frameworks.md."""
 
 from __future__ import annotations
 

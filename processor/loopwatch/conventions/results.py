@@ -5,9 +5,9 @@
   "(merged tools)"`` after the parallel calls' own spans (arguments absent, or ``"N/A"`` in its
   legacy format).
 - A result that is a framework's output wrapper is unwrapped to the tool's own value, and the
-  wrapper's error flag is an error: LlamaIndex (0.14) ``ToolOutput`` (``tool_name``,
-  ``raw_input``, ``raw_output``, ``is_error``, ``content``/``blocks``); AutoGen (0.7)
-  ``FunctionExecutionResult`` (``content``, ``name``, ``call_id``, ``is_error``).
+  wrapper's error flag is an error: LlamaIndex (0.14, under OpenInference llama-index 4.6)
+  writes its ``ToolOutput`` (``blocks``, ``tool_name``, ``raw_input``, ``raw_output``,
+  ``is_error``).
 - An error described in a result is an error, classified like one in a status: a mapping that
   names an ``error_type`` (ADK 2.13 ``ReflectAndRetryToolPlugin``: ``{"response_type":
   "ERROR_HANDLED_BY_REFLECT_AND_RETRY_PLUGIN", "error_type": "TimeoutError", "error_details":
@@ -30,9 +30,13 @@ def is_aggregate_tool(tool_name: str) -> bool:
 
 
 def _wrapper_error_text(wrapper: dict[str, Any], value: Any) -> str:
-    text = wrapper.get("content")
-    if not isinstance(text, str):
-        text = value if isinstance(value, str) else str(value)
+    blocks = wrapper.get("blocks")
+    texts = [
+        b["text"]
+        for b in (blocks if isinstance(blocks, list) else [])
+        if isinstance(b, dict) and isinstance(b.get("text"), str)
+    ]
+    text = "\n".join(texts) if texts else (value if isinstance(value, str) else str(value))
     return text[:_MAX_TEXT]
 
 
@@ -41,13 +45,9 @@ def unwrap_output(value: Any) -> tuple[bool, Any, str | None]:
     wrapper, with the error text when the wrapper flags the call as failed."""
     if not isinstance(value, dict):
         return False, value, None
-    keys = value.keys()
-    if "raw_output" in keys and "tool_name" in keys:  # LlamaIndex ToolOutput
-        inner = value["raw_output"]
-    elif "is_error" in keys and "content" in keys and "call_id" in keys:  # AutoGen
-        inner = value["content"]
-    else:
+    if "raw_output" not in value or "tool_name" not in value:  # LlamaIndex ToolOutput
         return False, value, None
+    inner = value["raw_output"]
     error = _wrapper_error_text(value, inner) if value.get("is_error") is True else None
     return True, inner, error
 
