@@ -16,26 +16,11 @@ import pytest
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from tests.fixtures.openai_responses import final_message, tool_call
+from tests.framework_runs.common import CUSTOMER, ORDER, QUERIES, SUMMARIES
 from tests.helpers import Pipeline
 
 pytestmark = pytest.mark.frameworks
 
-CUSTOMER, ORDER = "c_40912", "88214"
-SUMMARIES = (
-    "Customer has not received refund for returned boots",
-    "Refund not received for returned boots - customer following up",
-    "Missing refund on order 88214 (returned boots), customer awaiting resolution",
-    "Follow-up: refund for returned boots still outstanding",
-    "Returned boots, refund pending, customer asking again",
-    "Boots returned weeks ago and refund never arrived",
-)
-QUERIES = (
-    "boots refund",
-    "boots return refund status",
-    "refund for returned boots",
-    "returned boots order refund",
-    "boots refund c_40912",
-)
 TIMEOUT_MESSAGE = "timeout: ticket service did not answer"
 
 DECLARED = Config(

@@ -12,26 +12,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from tests.framework_runs.common import ANSWER, TIMEOUT_MESSAGE, install_global_provider, script
+from tests.framework_runs.common import ANSWER, TOOLS, install_global_provider, script
 
 
 def setup() -> None:
     install_global_provider()  # its native spans go to the global provider
-
-
-def create_ticket(customer_id: str, order_id: str, summary: str) -> str:
-    """Open a support ticket for an order."""
-    raise TimeoutError(TIMEOUT_MESSAGE)
-
-
-def search_orders(query: str) -> list[dict[str, str]]:
-    """Search the customer's orders."""
-    return []
-
-
-def refund_order(order_id: str) -> dict[str, str]:
-    """Refund one order."""
-    return {"order_id": order_id, "status": "refunded"}
 
 
 def drive(scenario: str) -> None:
@@ -63,7 +48,7 @@ def drive(scenario: str) -> None:
     agent = LlmAgent(
         name="support",
         model=ScriptedLlm(model="scripted-v1"),
-        tools=[create_ticket, search_orders, refund_order],
+        tools=list(TOOLS),
     )
     retry = ReflectAndRetryToolPlugin(max_retries=10, throw_exception_if_retry_exceeded=False)
     runner = InMemoryRunner(agent=agent, app_name="support", plugins=[retry])

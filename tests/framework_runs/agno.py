@@ -9,28 +9,13 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tests.framework_runs.common import ANSWER, PROVIDER, TIMEOUT_MESSAGE, script
+from tests.framework_runs.common import ANSWER, PROVIDER, TOOLS, script
 
 
 def setup() -> None:
     from openinference.instrumentation.agno import AgnoInstrumentor
 
     AgnoInstrumentor().instrument(tracer_provider=PROVIDER)
-
-
-def create_ticket(customer_id: str, order_id: str, summary: str) -> str:
-    """Open a support ticket for an order."""
-    raise TimeoutError(TIMEOUT_MESSAGE)
-
-
-def search_orders(query: str) -> list[dict[str, str]]:
-    """Search the customer's orders."""
-    return []
-
-
-def refund_order(order_id: str) -> dict[str, str]:
-    """Refund one order."""
-    return {"order_id": order_id, "status": "refunded"}
 
 
 def drive(scenario: str) -> None:
@@ -83,7 +68,7 @@ def drive(scenario: str) -> None:
     agent = Agent(
         name="support",
         model=ScriptedModel(),
-        tools=[create_ticket, search_orders, refund_order],
+        tools=list(TOOLS),
         telemetry=False,
     )
     agent.run("Where is my refund?")

@@ -53,6 +53,24 @@ SCENARIOS = ("timeouts", "empty_searches", "bulk")
 Step = list[tuple[str, dict[str, Any]]]  # the tool calls of one model message
 
 
+def create_ticket(customer_id: str, order_id: str, summary: str) -> str:
+    """Open a support ticket for an order."""
+    raise TimeoutError(TIMEOUT_MESSAGE)
+
+
+def search_orders(query: str) -> list[dict[str, str]]:
+    """Search the customer's orders."""
+    return []
+
+
+def refund_order(order_id: str) -> dict[str, str]:
+    """Refund one order."""
+    return {"order_id": order_id, "status": "refunded"}
+
+
+TOOLS = (create_ticket, search_orders, refund_order)
+
+
 def ticket_args(i: int) -> dict[str, Any]:
     return {"customer_id": CUSTOMER, "order_id": ORDER, "summary": SUMMARIES[i]}
 

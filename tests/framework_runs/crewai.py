@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any
 
-from tests.framework_runs.common import ANSWER, PROVIDER, TIMEOUT_MESSAGE, script
+from tests.framework_runs.common import ANSWER, PROVIDER, TOOLS, script
 
 
 def setup() -> None:
@@ -49,27 +49,12 @@ def drive(scenario: str) -> None:
         def supports_function_calling(self) -> bool:
             return True
 
-    @tool("create_ticket")
-    def create_ticket(customer_id: str, order_id: str, summary: str) -> str:
-        """Open a support ticket for an order."""
-        raise TimeoutError(TIMEOUT_MESSAGE)
-
-    @tool("search_orders")
-    def search_orders(query: str) -> list[dict[str, str]]:
-        """Search the customer's orders."""
-        return []
-
-    @tool("refund_order")
-    def refund_order(order_id: str) -> dict[str, str]:
-        """Refund one order."""
-        return {"order_id": order_id, "status": "refunded"}
-
     agent = Agent(
         role="support",
         goal="Answer the customer",
         backstory="A support agent",
         llm=ScriptedLlm(model="scripted-v1"),
-        tools=[create_ticket, search_orders, refund_order],
+        tools=[tool(f.__name__)(f) for f in TOOLS],
         max_iter=20,
         verbose=False,
     )

@@ -11,28 +11,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tests.framework_runs.common import ANSWER, PROVIDER, TIMEOUT_MESSAGE, script
+from tests.framework_runs.common import ANSWER, PROVIDER, TOOLS, script
 
 
 def setup() -> None:
     from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 
     LlamaIndexInstrumentor().instrument(tracer_provider=PROVIDER)
-
-
-def create_ticket(customer_id: str, order_id: str, summary: str) -> str:
-    """Open a support ticket for an order."""
-    raise TimeoutError(TIMEOUT_MESSAGE)
-
-
-def search_orders(query: str) -> list[dict[str, str]]:
-    """Search the customer's orders."""
-    return []
-
-
-def refund_order(order_id: str) -> dict[str, str]:
-    """Refund one order."""
-    return {"order_id": order_id, "status": "refunded"}
 
 
 def drive(scenario: str) -> None:
@@ -70,7 +55,7 @@ def drive(scenario: str) -> None:
     agent = FunctionAgent(
         name="support",
         description="Answers the customer",
-        tools=[FunctionTool.from_defaults(f) for f in (create_ticket, search_orders, refund_order)],
+        tools=[FunctionTool.from_defaults(f) for f in TOOLS],
         llm=ScriptedLlm(response_generator=respond, is_chat_model=True),
     )
 

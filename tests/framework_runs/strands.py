@@ -7,7 +7,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from tests.framework_runs.common import ANSWER, TIMEOUT_MESSAGE, install_global_provider, script
+from tests.framework_runs.common import ANSWER, TOOLS, install_global_provider, script
 
 
 def setup() -> None:
@@ -62,25 +62,10 @@ def drive(scenario: str) -> None:
             for event in _events(steps[i], i) if i < len(steps) else _answer():
                 yield event
 
-    @tool
-    def create_ticket(customer_id: str, order_id: str, summary: str) -> str:
-        """Open a support ticket for an order."""
-        raise TimeoutError(TIMEOUT_MESSAGE)
-
-    @tool
-    def search_orders(query: str) -> list[dict[str, str]]:
-        """Search the customer's orders."""
-        return []
-
-    @tool
-    def refund_order(order_id: str) -> dict[str, str]:
-        """Refund one order."""
-        return {"order_id": order_id, "status": "refunded"}
-
     agent = Agent(
         name="support",
         model=ScriptedModel(),
-        tools=[create_ticket, search_orders, refund_order],
+        tools=[tool(f) for f in TOOLS],
         callback_handler=None,
     )
     agent("Where is my refund?")
