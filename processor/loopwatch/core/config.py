@@ -44,6 +44,11 @@ class Config:
     http_address: str = "127.0.0.1:4318"
     grace_seconds: float = 5.0
     max_request_bytes: int = 16 * 1024 * 1024
+    # OTLP/HTTP front end (docs/service.md, "Limits")
+    max_connections: int = 2048
+    max_header_bytes: int = 32 * 1024
+    header_timeout_seconds: float = 10.0
+    body_timeout_seconds: float = 30.0
 
     def declaration(self, tool: str) -> ToolDeclaration | None:
         """The merged declaration of one tool (file < x-loopwatch < decorator)."""
@@ -104,6 +109,18 @@ _SETTINGS: dict[tuple[str, str], tuple[str, tuple[str, ...], type]] = {
         ("LOOPWATCH_MAX_REQUEST_BYTES",),
         int,
     ),
+    ("serve", "max_connections"): ("max_connections", ("LOOPWATCH_MAX_CONNECTIONS",), int),
+    ("serve", "max_header_bytes"): ("max_header_bytes", ("LOOPWATCH_MAX_HEADER_BYTES",), int),
+    ("serve", "header_timeout_seconds"): (
+        "header_timeout_seconds",
+        ("LOOPWATCH_HEADER_TIMEOUT_SECONDS",),
+        float,
+    ),
+    ("serve", "body_timeout_seconds"): (
+        "body_timeout_seconds",
+        ("LOOPWATCH_BODY_TIMEOUT_SECONDS",),
+        float,
+    ),
 }
 _MINIMUM = {
     "loop_threshold": 2,
@@ -116,6 +133,10 @@ _MINIMUM = {
     "metrics_port": 0,
     "grace_seconds": 0.0,
     "max_request_bytes": 1024,
+    "max_connections": 1,
+    "max_header_bytes": 1024,
+    "header_timeout_seconds": 0.001,
+    "body_timeout_seconds": 0.001,
 }
 
 

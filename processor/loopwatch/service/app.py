@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 from loopwatch.core.config import Config
 from loopwatch.metrics import LoopwatchMetrics
 from loopwatch.service.grpc_server import start_grpc
+from loopwatch.service.http_base import Endpoint, Limits
 from loopwatch.service.http_server import start_otlp_http
 from loopwatch.service.metrics_server import start_metrics
 from loopwatch.service.pipeline import Pipeline
@@ -43,8 +44,8 @@ class Service:
         self.pipeline: Pipeline | None = None
         self.bound: Addresses | None = None
         self._grpc: Any = None
-        self._http: Any = None
-        self._metrics_server: Any = None
+        self._http: Endpoint | None = None
+        self._metrics_server: Endpoint | None = None
         self._stopping = False
 
     def ready(self) -> str | None:
@@ -60,17 +61,22 @@ class Service:
         return None
 
     def start(self) -> Addresses:
-        self.pipeline = Pipeline(self.config, self.metrics)
+        config = self.config
+        self.pipeline = Pipeline(config, self.metrics)
+        limits = Limits(
+            max_connections=config.max_connections,
+            max_header_bytes=config.max_header_bytes,
+            header_timeout_seconds=config.header_timeout_seconds,
+            body_timeout_seconds=config.body_timeout_seconds,
+        )
         try:
             # metrics first: /healthz answers (and /readyz says "starting") while binding
-            self._metrics_server, metrics, _ = start_metrics(
-                self.requested.metrics, self.registry, self.ready
+            self._metrics_server, metrics = start_metrics(
+                self.requested.metrics, self.registry, self.ready, limits
             )
-            self._grpc, grpc_address = start_grpc(
-                self.requested.grpc, self.pipeline, self.config.max_request_bytes
-            )
-            self._http, http_address, _ = start_otlp_http(
-                self.requested.http, self.pipeline, self.config.max_request_bytes
+            self._grpc, grpc_address = start_grpc(self.requested.grpc, self.pipeline, config)
+            self._http, http_address = start_otlp_http(
+                self.requested.http, self.pipeline, config.max_request_bytes, limits
             )
         except BaseException:
             self.stop(timeout=2.0)
@@ -87,12 +93,10 @@ class Service:
         if self._grpc is not None:
             self._grpc.stop(grace).wait(grace + 1)
         if self._http is not None:
-            self._http.shutdown()
-            self._http.server_close()
+            self._http.stop(grace)
         done = True
         if self.pipeline is not None:
             done = self.pipeline.stop(max(0.1, deadline - time.monotonic()))
         if self._metrics_server is not None:
-            self._metrics_server.shutdown()
-            self._metrics_server.server_close()
+            self._metrics_server.stop(0.5)
         return done

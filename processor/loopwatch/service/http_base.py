@@ -1,68 +1,240 @@
-"""A threaded ``http.server`` on ``HOST:PORT`` in a daemon thread (both HTTP endpoints)."""
+"""Both HTTP endpoints: a tornado ``HTTPServer`` on its own thread and asyncio loop.
+
+tornado enforces the header deadline, the header size cap and RFC 9112 framing (Content-Length
+with Transfer-Encoding, unequal Content-Lengths, non-digit lengths: 400, connection closed) and
+reads chunked bodies. Added here: a listen backlog in the thousands, a cap on open connections,
+and a body deadline that answers 408 (tornado's own closes without an answer).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import time
+from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
+
+from tornado import httputil
+from tornado.httpserver import HTTPServer
+from tornado.iostream import IOStream, StreamClosedError
+from tornado.netutil import bind_sockets
 
 from loopwatch.service.addresses import BindError, join_address, split_address
 
 log = logging.getLogger("loopwatch.service")
 
+# Linux caps the backlog at net.core.somaxconn (4096 by default since 5.4).
+BACKLOG = 4096
+# tornado reads a connection in pieces of this size: what a connection holds past the header cap
+READ_CHUNK_BYTES = 16 * 1024
+# The answer to a connection past the cap (read nothing, close): exporters retry a 503.
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n"
+    b"Connection: close\r\n\r\n"
+)
+TEXT = "text/plain; charset=utf-8"
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True  # an idle keep-alive connection must not hold up shutdown
-    state: Any = None  # what the handlers need (pipeline, registry, limits)
+
+@dataclass(frozen=True)
+class Limits:
+    max_connections: int
+    max_header_bytes: int
+    header_timeout_seconds: float  # all headers of a request, and a keep-alive connection's idle
+    body_timeout_seconds: float  # the whole body, from the end of the headers
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive: exporters reuse their connection
-    server_version = "loopwatch"
-    timeout = 30  # a client that stops sending mid-body does not hold a thread forever
-    server: Server
+class Request(httputil.HTTPMessageDelegate):
+    """One request on one connection. Subclasses implement ``received`` (start line and
+    headers), ``data_received``, ``complete`` (the body is in) and ``closed``; ``respond``
+    answers once. Every callback runs on the endpoint's event loop."""
 
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.address_string(), *args)
+    def __init__(self, connection: httputil.HTTPConnection, body_timeout: float) -> None:
+        self.connection = connection
+        self.method = ""
+        self.path = ""
+        self.headers = httputil.HTTPHeaders()
+        self.answered = False
+        self._body_timeout = body_timeout
+        self._deadline: asyncio.TimerHandle | None = None
 
-    def reply(
+    # -- tornado's side ---------------------------------------------------------------------------
+    def headers_received(
+        self,
+        start_line: httputil.RequestStartLine | httputil.ResponseStartLine,
+        headers: httputil.HTTPHeaders,
+    ) -> None:
+        assert isinstance(start_line, httputil.RequestStartLine)
+        self.method = start_line.method
+        self.path = start_line.path.split("?", 1)[0]
+        self.headers = headers
+        self._deadline = asyncio.get_running_loop().call_later(self._body_timeout, self._late)
+        self.received()
+
+    def finish(self) -> None:
+        self._stop_deadline()
+        if not self.answered:
+            self.complete()
+
+    def on_connection_close(self) -> None:
+        self._stop_deadline()
+        self.closed()
+
+    # -- the subclass's side ----------------------------------------------------------------------
+    def received(self) -> None:
+        pass
+
+    def complete(self) -> None:
+        pass
+
+    def closed(self) -> None:
+        pass
+
+    def respond(
         self,
         code: int,
         body: bytes,
-        content_type: str = "text/plain; charset=utf-8",
+        content_type: str = TEXT,
         headers: dict[str, str] | None = None,
     ) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        if self.answered:
+            return
+        self.answered = True
+        fields = httputil.HTTPHeaders(
+            {"Content-Type": content_type, "Content-Length": str(len(body)), **(headers or {})}
+        )
+        start = httputil.ResponseStartLine("HTTP/1.1", code, HTTPStatus(code).phrase)
+        # a client that left before its answer: nothing to do
+        with contextlib.suppress(StreamClosedError):
+            self.connection.write_headers(start, fields, b"" if self.method == "HEAD" else body)
+            # before the body is in, finishing makes tornado close the connection once written
+            self.connection.finish()
+
+    def _late(self) -> None:
+        self._deadline = None
+        # tornado closes the connection once this is written; on_connection_close follows
+        self.respond(408, f"request body not received within {self._body_timeout:g}s\n".encode())
+
+    def _stop_deadline(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
 
 
-def start_http(
-    address: str, handler: type[Handler], state: Any, what: str
-) -> tuple[Server, str, threading.Thread]:
-    """Bind and serve in a daemon thread; returns the server, the bound address, the thread."""
-    host, port = split_address(address, f"{what} address")
+class Front(httputil.HTTPServerConnectionDelegate):
+    """What the requests of one endpoint share; ``start_request`` makes each one's Request."""
 
-    class _Bound(Server):
-        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    def busy(self) -> int:
+        """Requests being answered now: stopping lets them finish."""
+        return 0
 
-    try:
-        server = _Bound((host, port), handler)
-    except OSError as e:
-        raise BindError(f"cannot listen for {what} on {address}: {e.strerror or e}") from None
-    server.state = state
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.2}, name=f"loopwatch-{what}"
-    )
-    thread.daemon = True
-    thread.start()
-    return server, join_address(host, server.server_address[1]), thread
+    def close(self) -> None:
+        """The endpoint has stopped."""
+
+
+class _CappedServer(HTTPServer):
+    """tornado's HTTPServer, answering 503 to connections past ``cap`` (no request read)."""
+
+    cap = 0
+    open = 0
+    refused = 0
+
+    def handle_stream(self, stream: IOStream, address: tuple[Any, ...]) -> None:
+        if self.open >= self.cap:
+            self.refused += 1
+            with contextlib.suppress(StreamClosedError):
+                stream.write(_BUSY)
+            stream.close()
+            return
+        self.open += 1
+        super().handle_stream(stream, address)
+
+    def on_close(self, server_conn: object) -> None:
+        self.open -= 1
+        super().on_close(server_conn)
+
+
+class Endpoint:
+    """One HTTP server on its own daemon thread and event loop."""
+
+    def __init__(
+        self,
+        what: str,
+        app: Front,
+        limits: Limits,
+        max_body_bytes: int,
+    ) -> None:
+        """``max_body_bytes`` is tornado's own bound: a longer body gets 400 unread."""
+        self.what = what
+        self.app = app
+        self.limits = limits
+        self.max_body_bytes = max_body_bytes
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._grace = 0.0
+        self._ready = threading.Event()
+        self._server: _CappedServer | None = None
+
+    @property
+    def open_connections(self) -> int:
+        return self._server.open if self._server is not None else 0
+
+    @property
+    def refused_connections(self) -> int:
+        return self._server.refused if self._server is not None else 0
+
+    def start(self, address: str) -> str:
+        """Bind (or raise BindError) and serve; returns the bound ``HOST:PORT``."""
+        host, port = split_address(address, f"{self.what} address")
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        try:
+            sockets = bind_sockets(port, host, family=family, backlog=BACKLOG)
+        except OSError as e:
+            message = f"cannot listen for {self.what} on {address}: {e.strerror or e}"
+            raise BindError(message) from None
+        bound = sockets[0].getsockname()[1]
+        self._thread = threading.Thread(
+            target=asyncio.run, args=(self._serve(sockets),), name=f"loopwatch-{self.what}"
+        )
+        self._thread.daemon = True
+        self._thread.start()
+        self._ready.wait(10)
+        return join_address(host, bound)
+
+    async def _serve(self, sockets: list[socket.socket]) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        limits = self.limits
+        server = _CappedServer(
+            self.app,
+            chunk_size=READ_CHUNK_BYTES,
+            max_header_size=limits.max_header_bytes,
+            idle_connection_timeout=limits.header_timeout_seconds,
+            max_body_size=self.max_body_bytes,
+        )
+        server.cap = limits.max_connections
+        server.add_sockets(sockets)
+        self._server = server
+        self._ready.set()
+        await self._stop.wait()
+        server.stop()  # no new connections
+        deadline = time.monotonic() + self._grace
+        while self.app.busy() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(server.close_all_connections(), 1.0)
+        self.app.close()
+
+    def stop(self, grace: float = 2.0) -> None:
+        """Stop accepting, let requests being answered finish (up to ``grace`` seconds),
+        close every connection."""
+        if self._loop is None or self._stop is None or self._thread is None:
+            return
+        self._grace = grace
+        with contextlib.suppress(RuntimeError):  # the loop is already closed
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(grace + 2.0)

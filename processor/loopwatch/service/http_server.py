@@ -1,35 +1,51 @@
-"""OTLP/HTTP receiver: ``POST /v1/traces``, binary protobuf or JSON, gzip or deflate."""
+"""OTLP/HTTP receiver: ``POST /v1/traces``, binary protobuf or JSON, gzip or deflate, with a
+Content-Length or chunked."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import zlib
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
+from tornado import httputil
 
-from loopwatch.service.http_base import Handler, Server, start_http
+from loopwatch.service.http_base import TEXT, Endpoint, Front, Limits, Request
 from loopwatch.service.otlp import RequestError, parse_json, parse_protobuf
 from loopwatch.service.pipeline import Pipeline
 from loopwatch.service.receive import Overloaded, accept
+
+log = logging.getLogger("loopwatch.service")
 
 PATH = "/v1/traces"
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": 32 + zlib.MAX_WBITS}  # deflate: zlib or raw hdr
 _IDENTITY = ("", "identity")
-_DRAIN_BYTES = 64 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class HttpState:
-    pipeline: Pipeline
-    max_request_bytes: int
+_USAGE = b"POST OTLP traces to /v1/traces\n"
+# A body over max_request_bytes is read on (and dropped) up to this much more, so the client
+# gets its 413 instead of a reset while it is still sending; a longer one gets tornado's 400.
+DRAIN_BYTES = 64 * 1024 * 1024
+# Bodies held at once, across connections, at least this much (else 4 x max_request_bytes).
+MIN_BUFFER_BYTES = 64 * 1024 * 1024
+# Decoding runs off the event loop, so reading other connections goes on meanwhile.
+DECODE_THREADS = 2
 
 
 class TooLarge(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class Answer:
+    code: int
+    body: bytes
+    content_type: str = TEXT
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def decompress(body: bytes, encoding: str, limit: int) -> bytes:
@@ -48,94 +64,17 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes:
     return out
 
 
-def _status(code: int, message: str, content_type: str) -> bytes:
+def refusal(
+    http: int, rpc: int, message: str, content_type: str, headers: dict[str, str] | None = None
+) -> Answer:
     # OTLP/HTTP: an error body is a google.rpc.Status in the request's encoding
     if content_type == JSON:
-        return json.dumps({"code": code, "message": message}).encode()
-    return bytes(status_pb2.Status(code=code, message=message).SerializeToString())
-
-
-class OtlpHandler(Handler):
-    def _fail(
-        self,
-        http: int,
-        rpc: int,
-        message: str,
-        content_type: str,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        if content_type not in (PROTOBUF, JSON):
-            self.reply(http, (message + "\n").encode(), headers=headers)
-        else:
-            self.reply(http, _status(rpc, message, content_type), content_type, headers)
-
-    def _discard(self, length: int) -> None:
-        while length > 0:
-            chunk = self.rfile.read(min(length, 1 << 16))
-            if not chunk:
-                return
-            length -= len(chunk)
-
-    def do_GET(self) -> None:
-        self.close_connection = True
-        self.reply(405 if self.path == PATH else 404, b"POST OTLP traces to /v1/traces\n")
-
-    def do_POST(self) -> None:
-        state: HttpState = self.server.state
-        if self.path.split("?", 1)[0] != PATH:
-            self.close_connection = True
-            self.reply(404, b"POST OTLP traces to /v1/traces\n")
-            return
-        content_type = self.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
-        encoding = self.headers.get("Content-Encoding", "").strip().lower()
-        length_header = self.headers.get("Content-Length")
-        if content_type not in (PROTOBUF, JSON) or (
-            encoding not in _IDENTITY and encoding not in _WBITS
-        ):
-            self.close_connection = True  # the body is not read
-            what = f"content type {content_type!r}" if encoding in _IDENTITY else encoding
-            self.reply(415, f"unsupported {what}; send {PROTOBUF} or {JSON}\n".encode())
-            return
-        if length_header is None or not length_header.strip().isdigit():
-            self.close_connection = True
-            self._fail(411, code_pb2.INVALID_ARGUMENT, "Content-Length required", content_type)
-            return
-        length = int(length_header)
-        limit = state.max_request_bytes
-        if length > limit:
-            # refuse without parsing it; the body is read and discarded (up to a bound) so the
-            # client gets the 413 instead of a connection reset while it is still sending
-            self._discard(min(length, _DRAIN_BYTES))
-            self.close_connection = True
-            self._fail(
-                413,
-                code_pb2.RESOURCE_EXHAUSTED,
-                f"request body exceeds {limit} bytes",
-                content_type,
-            )
-            return
-        body = self.rfile.read(length)
-        self._handle(state, content_type, encoding, body, limit)
-
-    def _handle(
-        self, state: HttpState, content_type: str, encoding: str, body: bytes, limit: int
-    ) -> None:
-        try:
-            raw = decompress(body, encoding, limit)
-            request = parse_json(raw) if content_type == JSON else parse_protobuf(raw)
-            response = accept(state.pipeline, request)
-        except TooLarge as e:
-            self._fail(413, code_pb2.RESOURCE_EXHAUSTED, str(e), content_type)
-            return
-        except RequestError as e:
-            self._fail(400, code_pb2.INVALID_ARGUMENT, str(e), content_type)
-            return
-        except Overloaded as e:
-            self._fail(
-                503, code_pb2.UNAVAILABLE, str(e), content_type, headers={"Retry-After": "1"}
-            )
-            return
-        self.reply(200, _encode(response, content_type), content_type)
+        body = json.dumps({"code": rpc, "message": message}).encode()
+    elif content_type == PROTOBUF:
+        body = bytes(status_pb2.Status(code=rpc, message=message).SerializeToString())
+    else:
+        return Answer(http, (message + "\n").encode(), TEXT, headers or {})
+    return Answer(http, body, content_type, headers or {})
 
 
 def _encode(response: Any, content_type: str) -> bytes:
@@ -146,8 +85,151 @@ def _encode(response: Any, content_type: str) -> bytes:
     return bytes(response.SerializeToString())
 
 
+def decode(pipeline: Pipeline, content_type: str, encoding: str, body: bytes, limit: int) -> Answer:
+    """Decode one request body and queue its spans; the answer to send (never raises)."""
+    try:
+        raw = decompress(body, encoding, limit)
+        request = parse_json(raw) if content_type == JSON else parse_protobuf(raw)
+        return Answer(200, _encode(accept(pipeline, request), content_type), content_type)
+    except TooLarge as e:
+        return refusal(413, code_pb2.RESOURCE_EXHAUSTED, str(e), content_type)
+    except RequestError as e:
+        return refusal(400, code_pb2.INVALID_ARGUMENT, str(e), content_type)
+    except Overloaded as e:
+        return refusal(503, code_pb2.UNAVAILABLE, str(e), content_type, {"Retry-After": "1"})
+    except Exception:
+        log.exception("loopwatch: OTLP/HTTP request not decoded")
+        return refusal(500, code_pb2.INTERNAL, "internal error", content_type)
+
+
+class OtlpFront(Front):
+    """What every OTLP/HTTP request shares: the pipeline, the limits, the bytes held."""
+
+    def __init__(self, pipeline: Pipeline, max_request_bytes: int, body_timeout: float) -> None:
+        self.pipeline = pipeline
+        self.limit = max_request_bytes
+        self.body_timeout = body_timeout
+        self.buffer_budget = max(4 * max_request_bytes, MIN_BUFFER_BYTES)
+        self.buffered = 0  # body bytes held now, across connections
+        self.decoding = 0
+        self.executor = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="loopwatch-http")
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def start_request(
+        self, server_conn: object, request_conn: httputil.HTTPConnection
+    ) -> httputil.HTTPMessageDelegate:
+        return _Export(self, request_conn)
+
+    def busy(self) -> int:
+        return self.decoding
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+class _Export(Request):
+    def __init__(self, front: OtlpFront, connection: httputil.HTTPConnection) -> None:
+        super().__init__(connection, front.body_timeout)
+        self.front = front
+        self.content_type = ""
+        self.encoding = ""
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.held = 0  # of front.buffered
+        self.decoding = False
+        self.refused: Answer | None = None  # decided before the body is in; read on, then sent
+
+    def received(self) -> None:
+        headers = self.headers
+        self.content_type = headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+        self.encoding = headers.get("Content-Encoding", "").strip().lower()
+        if self.path != PATH:
+            self.refused = Answer(404, _USAGE)
+        elif self.method != "POST":
+            self.refused = Answer(405, _USAGE, headers={"Allow": "POST"})
+        elif self.content_type not in (PROTOBUF, JSON) or (
+            self.encoding not in _IDENTITY and self.encoding not in _WBITS
+        ):
+            what = (
+                f"content type {self.content_type!r}"
+                if self.encoding in _IDENTITY
+                else self.encoding
+            )
+            self.refused = Answer(415, f"unsupported {what}; send {PROTOBUF} or {JSON}\n".encode())
+
+    def data_received(self, chunk: bytes) -> None:
+        if self.refused is not None:
+            return
+        front = self.front
+        self.size += len(chunk)
+        if self.size > front.limit:
+            message = f"request body exceeds {front.limit} bytes"
+            self.refused = refusal(413, code_pb2.RESOURCE_EXHAUSTED, message, self.content_type)
+            self._drop()
+        elif front.buffered + len(chunk) > front.buffer_budget:
+            message = f"loopwatch holds {front.buffer_budget} bytes of request bodies; retry later"
+            self.refused = refusal(
+                503, code_pb2.UNAVAILABLE, message, self.content_type, {"Retry-After": "1"}
+            )
+            self._drop()
+        else:
+            front.buffered += len(chunk)
+            self.held += len(chunk)
+            self.chunks.append(chunk)
+
+    def complete(self) -> None:
+        if self.refused is not None:
+            self._drop()
+            self._send(self.refused)
+            return
+        body = b"".join(self.chunks)
+        self.chunks = []
+        self.decoding = True
+        task = asyncio.ensure_future(self._decode(body))
+        self.front.tasks.add(task)
+        task.add_done_callback(self.front.tasks.discard)
+
+    async def _decode(self, body: bytes) -> None:
+        front = self.front
+        front.decoding += 1
+        try:
+            answer = await asyncio.get_running_loop().run_in_executor(
+                front.executor,
+                decode,
+                front.pipeline,
+                self.content_type,
+                self.encoding,
+                body,
+                front.limit,
+            )
+        except RuntimeError:  # the executor is shut down: the service is stopping
+            message = "loopwatch is stopping; retry later"
+            answer = refusal(
+                503, code_pb2.UNAVAILABLE, message, self.content_type, {"Retry-After": "1"}
+            )
+        finally:
+            front.decoding -= 1
+            self.decoding = False
+            self._drop()
+        self._send(answer)
+
+    def closed(self) -> None:
+        if not self.decoding:
+            self._drop()
+
+    def _send(self, answer: Answer) -> None:
+        self.respond(answer.code, answer.body, answer.content_type, answer.headers)
+
+    def _drop(self) -> None:
+        self.front.buffered -= self.held
+        self.held = 0
+        self.chunks = []
+
+
 def start_otlp_http(
-    address: str, pipeline: Pipeline, max_request_bytes: int
-) -> tuple[Server, str, Any]:
-    """Serve OTLP/HTTP on ``address``; returns the server, the bound address, its thread."""
-    return start_http(address, OtlpHandler, HttpState(pipeline, max_request_bytes), "OTLP/HTTP")
+    address: str, pipeline: Pipeline, max_request_bytes: int, limits: Limits
+) -> tuple[Endpoint, str]:
+    """Serve OTLP/HTTP on ``address``; returns the endpoint and the bound address."""
+    front = OtlpFront(pipeline, max_request_bytes, limits.body_timeout_seconds)
+    endpoint = Endpoint("OTLP/HTTP", front, limits, max_request_bytes + DRAIN_BYTES)
+    return endpoint, endpoint.start(address)

@@ -2,42 +2,91 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
+from tornado import httputil
 
-from loopwatch.service.http_base import Handler, Server, start_http
+from loopwatch.service.http_base import Endpoint, Front, Limits, Request
+
+# Scrapers and probes, not exporters: a few connections each.
+MAX_CONNECTIONS = 256
+MAX_BODY_BYTES = 64 * 1024  # these endpoints read no body
 
 
-@dataclass(frozen=True)
-class MetricsState:
-    registry: CollectorRegistry
-    ready: Callable[[], str | None]  # None when ready, else why not
+class MetricsFront(Front):
+    def __init__(
+        self, registry: CollectorRegistry, ready: Callable[[], str | None], body_timeout: float
+    ) -> None:
+        self.registry = registry
+        self.ready = ready  # None when ready, else why not
+        self.body_timeout = body_timeout
+        self.scraping = 0
+        # a large exposition is built off the event loop: /healthz answers meanwhile
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="loopwatch-metrics")
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def start_request(
+        self, server_conn: object, request_conn: httputil.HTTPConnection
+    ) -> httputil.HTTPMessageDelegate:
+        return _Get(self, request_conn)
+
+    def busy(self) -> int:
+        return self.scraping
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
 
 
-class MetricsHandler(Handler):
-    def do_GET(self) -> None:
-        state: MetricsState = self.server.state
-        path = self.path.split("?", 1)[0]
-        if path == "/metrics":
-            # OpenMetrics when the scraper asks for it: the only format that carries exemplars
-            encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
-            self.reply(200, encoder(state.registry), content_type)
-        elif path == "/healthz":
-            self.reply(200, b"ok\n")
-        elif path == "/readyz":
-            why = state.ready()
-            self.reply(503 if why else 200, f"{why or 'ready'}\n".encode())
+class _Get(Request):
+    def __init__(self, front: MetricsFront, connection: httputil.HTTPConnection) -> None:
+        super().__init__(connection, front.body_timeout)
+        self.front = front
+
+    def data_received(self, chunk: bytes) -> None:
+        pass  # no endpoint here takes a body
+
+    def complete(self) -> None:
+        if self.method not in ("GET", "HEAD"):
+            self.respond(405, b"GET /metrics, /healthz, /readyz\n", headers={"Allow": "GET, HEAD"})
+        elif self.path == "/metrics":
+            task = asyncio.ensure_future(self._scrape())
+            self.front.tasks.add(task)
+            task.add_done_callback(self.front.tasks.discard)
+        elif self.path == "/healthz":
+            self.respond(200, b"ok\n")
+        elif self.path == "/readyz":
+            why = self.front.ready()
+            self.respond(503 if why else 200, f"{why or 'ready'}\n".encode())
         else:
-            self.reply(404, b"see /metrics, /healthz, /readyz\n")
+            self.respond(404, b"see /metrics, /healthz, /readyz\n")
 
-    do_HEAD = do_GET
+    async def _scrape(self) -> None:
+        front = self.front
+        # OpenMetrics when the scraper asks for it: the only format that carries exemplars
+        encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+        front.scraping += 1
+        try:
+            body = await asyncio.get_running_loop().run_in_executor(
+                front.executor, encoder, front.registry
+            )
+        except RuntimeError:  # the executor is shut down: stopping
+            self.respond(503, b"stopping\n")
+            return
+        finally:
+            front.scraping -= 1
+        self.respond(200, body, content_type)
 
 
 def start_metrics(
-    address: str, registry: CollectorRegistry, ready: Callable[[], str | None]
-) -> tuple[Server, str, Any]:
-    return start_http(address, MetricsHandler, MetricsState(registry, ready), "metrics")
+    address: str, registry: CollectorRegistry, ready: Callable[[], str | None], limits: Limits
+) -> tuple[Endpoint, str]:
+    front = MetricsFront(registry, ready, limits.body_timeout_seconds)
+    endpoint = Endpoint(
+        "metrics", front, replace(limits, max_connections=MAX_CONNECTIONS), MAX_BODY_BYTES
+    )
+    return endpoint, endpoint.start(address)

@@ -19,6 +19,7 @@ REMOTE_PARENT = "remote_parent"
 _REMOTE_KNOWN = 0x100  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
 _REMOTE = 0x200  # SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
 _REMOTE_EXTRA = {REMOTE_PARENT: True}
+_TOO_DEEP = "nested too deeply"
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 
 
@@ -84,6 +85,8 @@ def parse_json(body: bytes) -> Any:
         document = json.loads(body)
     except (UnicodeDecodeError, ValueError) as e:
         raise RequestError(f"not JSON: {e}") from None
+    except RecursionError:
+        raise RequestError(f"not an OTLP/JSON trace request: {_TOO_DEEP}") from None
     if not isinstance(document, dict):
         raise RequestError("not an OTLP/JSON trace request: expected an object")
     for r, rs in enumerate(_items(document, "resourceSpans", "resource_spans")):
@@ -95,6 +98,8 @@ def parse_json(body: bytes) -> Any:
         json_format.ParseDict(document, request, ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError) as e:
         raise RequestError(f"not an OTLP/JSON trace request: {e}") from None
+    except RecursionError:
+        raise RequestError(f"not an OTLP/JSON trace request: {_TOO_DEEP}") from None
     return request
 
 
