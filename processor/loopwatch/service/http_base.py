@@ -11,12 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import queue
 import socket
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import Any, TypeVar
 
 from tornado import httputil
 from tornado.httpserver import HTTPServer
@@ -26,6 +29,7 @@ from tornado.netutil import bind_sockets
 from loopwatch.service.addresses import BindError, join_address, split_address
 
 log = logging.getLogger("loopwatch.service")
+T = TypeVar("T")
 
 # Linux caps the backlog at net.core.somaxconn (4096 by default since 5.4).
 BACKLOG = 4096
@@ -122,6 +126,42 @@ class Request(httputil.HTTPMessageDelegate):
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
+
+
+class Workers:
+    """``n`` daemon threads running calls for an event loop. Unlike ThreadPoolExecutor, whose
+    threads the interpreter joins at exit, a call still running then (a huge exposition) does
+    not hold up the exit after SIGTERM."""
+
+    def __init__(self, n: int, name: str) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None]
+        self._jobs = queue.SimpleQueue()
+        self._n = n
+        self._closed = False
+        for i in range(n):
+            threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True).start()
+
+    def run(self, call: Callable[[], T]) -> asyncio.Future[T]:
+        """``call()`` on a worker; awaitable on the running loop. RuntimeError once closed."""
+        if self._closed:
+            raise RuntimeError("workers closed")
+        future: Future[T] = Future()
+        self._jobs.put((future, call))
+        return asyncio.wrap_future(future)
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            future, call = job
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(call())
+                except BaseException as e:
+                    future.set_exception(e)
+
+    def close(self) -> None:
+        self._closed = True
+        for _ in range(self._n):
+            self._jobs.put(None)
 
 
 class Front(httputil.HTTPServerConnectionDelegate):

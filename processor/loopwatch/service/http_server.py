@@ -7,14 +7,13 @@ import asyncio
 import json
 import logging
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from tornado import httputil
 
-from loopwatch.service.http_base import TEXT, Endpoint, Front, Limits, Request
+from loopwatch.service.http_base import TEXT, Endpoint, Front, Limits, Request, Workers
 from loopwatch.service.otlp import RequestError, parse_json, parse_protobuf
 from loopwatch.service.pipeline import Pipeline
 from loopwatch.service.receive import Overloaded, accept
@@ -112,7 +111,7 @@ class OtlpFront(Front):
         self.buffer_budget = max(4 * max_request_bytes, MIN_BUFFER_BYTES)
         self.buffered = 0  # body bytes held now, across connections
         self.decoding = 0
-        self.executor = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="loopwatch-http")
+        self.workers = Workers(DECODE_THREADS, "loopwatch-http")
         self.tasks: set[asyncio.Task[None]] = set()
 
     def start_request(
@@ -124,7 +123,7 @@ class OtlpFront(Front):
         return self.decoding
 
     def close(self) -> None:
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.workers.close()
 
 
 class _Export(Request):
@@ -193,16 +192,10 @@ class _Export(Request):
         front = self.front
         front.decoding += 1
         try:
-            answer = await asyncio.get_running_loop().run_in_executor(
-                front.executor,
-                decode,
-                front.pipeline,
-                self.content_type,
-                self.encoding,
-                body,
-                front.limit,
+            answer = await front.workers.run(
+                lambda: decode(front.pipeline, self.content_type, self.encoding, body, front.limit)
             )
-        except RuntimeError:  # the executor is shut down: the service is stopping
+        except RuntimeError:  # the workers are closed: the service is stopping
             message = "loopwatch is stopping; retry later"
             answer = refusal(
                 503, code_pb2.UNAVAILABLE, message, self.content_type, {"Retry-After": "1"}

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 from tornado import httputil
 
-from loopwatch.service.http_base import Endpoint, Front, Limits, Request
+from loopwatch.service.http_base import Endpoint, Front, Limits, Request, Workers
 
 # Scrapers and probes, not exporters: a few connections each.
 MAX_CONNECTIONS = 256
@@ -27,8 +26,21 @@ class MetricsFront(Front):
         self.body_timeout = body_timeout
         self.scraping = 0
         # a large exposition is built off the event loop: /healthz answers meanwhile
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix="loopwatch-metrics")
+        self.workers = Workers(1, "loopwatch-metrics")
         self.tasks: set[asyncio.Task[None]] = set()
+        # scrapes that arrive while one is being built share it (per format): a scraper that
+        # times out and retries does not queue exposition after exposition
+        self.building: dict[str, asyncio.Future[bytes]] = {}
+
+    async def exposition(self, accept: str) -> tuple[bytes, str]:
+        # OpenMetrics when the scraper asks for it: the only format that carries exemplars
+        encoder, content_type = choose_encoder(accept)
+        future = self.building.get(content_type)
+        if future is None:
+            future = self.workers.run(lambda: bytes(encoder(self.registry)))
+            self.building[content_type] = future
+            future.add_done_callback(lambda _: self.building.pop(content_type, None))
+        return await asyncio.shield(future), content_type
 
     def start_request(
         self, server_conn: object, request_conn: httputil.HTTPConnection
@@ -39,7 +51,7 @@ class MetricsFront(Front):
         return self.scraping
 
     def close(self) -> None:
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.workers.close()
 
 
 class _Get(Request):
@@ -67,14 +79,10 @@ class _Get(Request):
 
     async def _scrape(self) -> None:
         front = self.front
-        # OpenMetrics when the scraper asks for it: the only format that carries exemplars
-        encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
         front.scraping += 1
         try:
-            body = await asyncio.get_running_loop().run_in_executor(
-                front.executor, encoder, front.registry
-            )
-        except RuntimeError:  # the executor is shut down: stopping
+            body, content_type = await front.exposition(self.headers.get("Accept", ""))
+        except RuntimeError:  # the workers are closed: stopping
             self.respond(503, b"stopping\n")
             return
         finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import resource
 import signal
 import sys
 import threading
@@ -21,6 +22,25 @@ STOP_SECONDS = 10.0  # SIGTERM to exit, at most (Kubernetes gives 30 by default)
 EXIT_CONFIG = 2
 EXIT_START = 1
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# file descriptors beyond the HTTP connection cap: gRPC connections, scrapes, files
+SPARE_FILES = 256
+
+
+def raise_open_files(needed: int) -> int:
+    """Raise the soft limit on open files to the hard one (many systems default to 1,024,
+    under the connection cap); warn when even the hard limit is below ``needed``."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (OSError, ValueError):
+            pass
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        log.warning(
+            "open-file limit %d is below the %d the connection caps need (ulimit -n)", soft, needed
+        )
+    return soft
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -93,6 +113,11 @@ def run(args: argparse.Namespace) -> int:
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
+    raise_open_files(config.max_connections + SPARE_FILES)
+    # tornado logs each malformed request and timed-out connection at INFO: a hostile client
+    # would write the log; they are answered (docs/service.md) and visible at DEBUG
+    if args.log_level != "DEBUG":
+        logging.getLogger("tornado").setLevel(logging.WARNING)
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)

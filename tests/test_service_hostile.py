@@ -1,0 +1,172 @@
+"""``loopwatch serve`` with its default limits against bursty and hostile HTTP clients (issue
+10): the attacks of benchmarks/adversarial.py on a real process on loopback, then SIGTERM. The
+limits themselves (deadlines, connection cap, chunked size cap) are checked in process with
+small settings, so those tests take a second."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from benchmarks.adversarial import (
+    CL_LONGER,
+    CL_NOT_ASCII,
+    CL_TE,
+    CL_TWICE,
+    HEADER_TIMEOUT,
+    NESTED_JSON,
+    NESTED_VALUE,
+    RSS_BUDGET_MB,
+    Service,
+    burst,
+    exchange,
+    good_body,
+    header_hoard,
+    post_bytes,
+    raise_open_files,
+    slowloris,
+)
+from loopwatch.core.config import Config
+from loopwatch.service.run import STOP_SECONDS
+from tests.test_service_support import running, settle, value
+
+_TRACES = itertools.count(300_000)
+
+
+@pytest.fixture(scope="module")
+def service() -> Iterator[Service]:
+    raise_open_files()  # 1,000 connections from this process (the service raises its own)
+    s = Service()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def test_a_thousand_simultaneous_exports_all_succeed(service: Service) -> None:
+    held, figures = asyncio.run(burst(service, 1000))
+    assert (figures["answered_200"], figures["counted"]) == (1000, 1000)
+    assert held
+
+
+def test_slowloris_is_closed_at_the_header_deadline_while_a_good_client_exports(
+    service: Service,
+) -> None:
+    async def scenario() -> tuple[dict[str, float], list[int | None]]:
+        attack = asyncio.ensure_future(slowloris(service, 1000))
+        statuses = []
+        await asyncio.sleep(0.5)
+        n = 0
+        while not attack.done():
+            body = good_body(200_000 + n, "steady")
+            statuses.append(await exchange(service.http, post_bytes(body), timeout=10))
+            n += 1
+            await asyncio.sleep(0.5)
+        return (await attack)[1], statuses
+
+    figures, statuses = asyncio.run(scenario())
+    # the attack watches for HEADER_TIMEOUT + 5 s: every connection was closed by then
+    assert figures["closed_by_server"] == 1000
+    assert figures["last_closed_s"] > HEADER_TIMEOUT - 1  # by the deadline, not before
+    assert len(statuses) >= 10
+    assert statuses == [200] * len(statuses)
+    assert service.wait_turns("steady", len(statuses)) == len(statuses)
+
+
+def test_header_hoarding_is_cut_off(service: Service) -> None:
+    held, figures = asyncio.run(header_hoard(service, n=50, megabytes=2))
+    assert figures["closed_by_server"] == 50
+    assert held
+
+
+@pytest.mark.parametrize(
+    ("data", "status"),
+    [
+        (CL_TE, 400),
+        (CL_TWICE, 400),
+        (CL_NOT_ASCII, 400),
+        (post_bytes(NESTED_JSON, "application/json"), 400),
+        (post_bytes(NESTED_VALUE, "application/json"), 400),
+    ],
+    ids=["content-length and chunked", "two content-lengths", "non-ascii length", "nested", "deep"],
+)
+def test_ambiguous_framing_and_nesting_get_400_and_serving_goes_on(
+    service: Service, data: bytes, status: int
+) -> None:
+    before = service.turns("after-bad")
+    assert asyncio.run(exchange(service.http, data)) == status
+    good = post_bytes(good_body(next(_TRACES), "after-bad"))  # a new trace each time
+    assert asyncio.run(exchange(service.http, good)) == 200
+    assert service.wait_turns("after-bad", before + 1) == before + 1
+
+
+def test_rss_stayed_in_budget_and_sigterm_exits_0(service: Service) -> None:
+    assert 0 < service.peak_rss_mb < RSS_BUDGET_MB
+    exited_0, seconds = service.sigterm()
+    assert exited_0, seconds
+    assert seconds < STOP_SECONDS
+
+
+# -- the limits, in process with small settings ---------------------------------------------------
+SMALL = Config(
+    grace_seconds=0.0,
+    max_request_bytes=4096,
+    max_connections=4,
+    header_timeout_seconds=0.5,
+    body_timeout_seconds=0.5,
+)
+
+
+def _connect(address: str) -> socket.socket:
+    host, port = address.rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
+def _until_closed(c: socket.socket) -> bytes:
+    data = b""
+    while chunk := c.recv(4096):
+        data += chunk
+    return data
+
+
+def test_deadlines_connection_cap_and_chunked_size_cap() -> None:
+    with running(SMALL) as s:
+        assert s.bound is not None
+        address = s.bound.http
+        # a body shorter than its Content-Length: 408 at the body deadline, then closed
+        with _connect(address) as c:
+            c.sendall(CL_LONGER)
+            assert _until_closed(c).startswith(b"HTTP/1.1 408")
+        # headers that never end: closed at the header deadline, unanswered
+        with _connect(address) as c:
+            c.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n")
+            assert _until_closed(c) == b""
+        # a chunked body over max_request_bytes: 413, as with a Content-Length
+        chunk = b"x" * 1000
+        body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(5)) + b"0\r\n\r\n"
+        head = (
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        assert asyncio.run(exchange(address, head + body)) == 413
+        # four connections open: the fifth is answered 503 and closed; then it is free again
+        held = [_connect(address) for _ in range(4)]
+        time.sleep(0.1)  # accepted by the server's loop
+        with _connect(address) as c:
+            assert _until_closed(c).startswith(b"HTTP/1.1 503")
+        for c in held:
+            c.close()
+        # and serving goes on (the closed connections are noticed first)
+        for _ in range(50):
+            status = asyncio.run(exchange(address, post_bytes(good_body(1))))
+            if status != 503:
+                break
+            time.sleep(0.05)
+        assert status == 200
+        settle(s)
+        assert value(s.registry, "loopwatch_turns_total") == 1
