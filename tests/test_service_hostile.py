@@ -11,6 +11,7 @@ import socket
 import time
 from collections.abc import Iterator
 
+import grpc
 import pytest
 
 from benchmarks.adversarial import (
@@ -29,10 +30,12 @@ from benchmarks.adversarial import (
     header_hoard,
     post_bytes,
     raise_open_files,
+    raw,
     slowloris,
 )
 from loopwatch.core.config import Config
 from loopwatch.service.run import STOP_SECONDS
+from tests.test_service_bad_input import EXPORT
 from tests.test_service_support import running, settle, value
 
 _TRACES = itertools.count(300_000)
@@ -116,7 +119,6 @@ def test_rss_stayed_in_budget_and_sigterm_exits_0(service: Service) -> None:
 SMALL = Config(
     grace_seconds=0.0,
     max_request_bytes=4096,
-    max_connections=4,
     header_timeout_seconds=0.5,
     body_timeout_seconds=0.5,
 )
@@ -134,7 +136,7 @@ def _until_closed(c: socket.socket) -> bytes:
     return data
 
 
-def test_deadlines_connection_cap_and_chunked_size_cap() -> None:
+def test_deadlines_and_chunked_size_cap() -> None:
     with running(SMALL) as s:
         assert s.bound is not None
         address = s.bound.http
@@ -154,19 +156,43 @@ def test_deadlines_connection_cap_and_chunked_size_cap() -> None:
             b"Transfer-Encoding: chunked\r\n\r\n"
         )
         assert asyncio.run(exchange(address, head + body)) == 413
-        # four connections open: the fifth is answered 503 and closed; then it is free again
+        # and serving goes on
+        assert asyncio.run(exchange(address, post_bytes(good_body(1)))) == 200
+        settle(s)
+        assert value(s.registry, "loopwatch_turns_total") == 1
+
+
+def test_connection_cap() -> None:
+    with running(Config(grace_seconds=0.0, max_connections=4)) as s:
+        assert s.bound is not None
+        address = s.bound.http
+        # four connections open (accepted in order): the fifth is answered 503 and closed
         held = [_connect(address) for _ in range(4)]
-        time.sleep(0.1)  # accepted by the server's loop
         with _connect(address) as c:
             assert _until_closed(c).startswith(b"HTTP/1.1 503")
         for c in held:
             c.close()
-        # and serving goes on (the closed connections are noticed first)
+        # the closed connections are noticed: serving goes on
         for _ in range(50):
             status = asyncio.run(exchange(address, post_bytes(good_body(1))))
             if status != 503:
                 break
             time.sleep(0.05)
         assert status == 200
-        settle(s)
-        assert value(s.registry, "loopwatch_turns_total") == 1
+
+
+def test_the_other_documented_answers() -> None:
+    with running(SMALL) as s:
+        assert s.bound is not None
+        http = s.bound.http
+        assert asyncio.run(exchange(http, b"GET /v1/traces HTTP/1.1\r\nHost: x\r\n\r\n")) == 405
+        assert asyncio.run(exchange(http, raw([], b""))) == 200  # no body: an empty export
+        huge = raw(["Content-Length: 999999999"], b"x")  # past the drain bound: not read
+        assert asyncio.run(exchange(http, huge)) == 400
+        assert asyncio.run(exchange(http, raw(["Transfer-Encoding: gzip"], b"x"))) == 400
+        with grpc.insecure_channel(s.bound.grpc) as channel:
+            export = channel.unary_unary(EXPORT)
+            with pytest.raises(grpc.RpcError) as caught:
+                export(b"", timeout=5, metadata=[("x-big", "a" * 2 * SMALL.max_header_bytes)])
+            assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert export(b"", timeout=5) == b""  # and the next call is served

@@ -15,7 +15,7 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -165,14 +165,26 @@ class Workers:
 
 
 class Front(httputil.HTTPServerConnectionDelegate):
-    """What the requests of one endpoint share; ``start_request`` makes each one's Request."""
+    """What the requests of one endpoint share: worker threads for slow calls, and the answers
+    being worked on. Subclasses make each request's Request in ``start_request``."""
+
+    def __init__(self, workers: int, name: str) -> None:
+        self.workers = Workers(workers, name)
+        self._answering: set[asyncio.Task[None]] = set()
+
+    def spawn(self, answer: Coroutine[Any, Any, None]) -> None:
+        """Run ``answer`` on the event loop, holding a reference until it is done."""
+        task = asyncio.ensure_future(answer)
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
 
     def busy(self) -> int:
-        """Requests being answered now: stopping lets them finish."""
-        return 0
+        """Answers being worked on: stopping lets them finish."""
+        return len(self._answering)
 
     def close(self) -> None:
         """The endpoint has stopped."""
+        self.workers.close()
 
 
 class _CappedServer(HTTPServer):

@@ -3,7 +3,6 @@ Content-Length or chunked."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import zlib
@@ -13,7 +12,7 @@ from typing import Any
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from tornado import httputil
 
-from loopwatch.service.http_base import TEXT, Endpoint, Front, Limits, Request, Workers
+from loopwatch.service.http_base import TEXT, Endpoint, Front, Limits, Request
 from loopwatch.service.otlp import RequestError, parse_json, parse_protobuf
 from loopwatch.service.pipeline import Pipeline
 from loopwatch.service.receive import Overloaded, accept
@@ -105,25 +104,17 @@ class OtlpFront(Front):
     """What every OTLP/HTTP request shares: the pipeline, the limits, the bytes held."""
 
     def __init__(self, pipeline: Pipeline, max_request_bytes: int, body_timeout: float) -> None:
+        super().__init__(DECODE_THREADS, "loopwatch-http")
         self.pipeline = pipeline
         self.limit = max_request_bytes
         self.body_timeout = body_timeout
         self.buffer_budget = max(4 * max_request_bytes, MIN_BUFFER_BYTES)
         self.buffered = 0  # body bytes held now, across connections
-        self.decoding = 0
-        self.workers = Workers(DECODE_THREADS, "loopwatch-http")
-        self.tasks: set[asyncio.Task[None]] = set()
 
     def start_request(
         self, server_conn: object, request_conn: httputil.HTTPConnection
     ) -> httputil.HTTPMessageDelegate:
         return _Export(self, request_conn)
-
-    def busy(self) -> int:
-        return self.decoding
-
-    def close(self) -> None:
-        self.workers.close()
 
 
 class _Export(Request):
@@ -184,13 +175,10 @@ class _Export(Request):
         body = b"".join(self.chunks)
         self.chunks = []
         self.decoding = True
-        task = asyncio.ensure_future(self._decode(body))
-        self.front.tasks.add(task)
-        task.add_done_callback(self.front.tasks.discard)
+        self.front.spawn(self._decode(body))
 
     async def _decode(self, body: bytes) -> None:
         front = self.front
-        front.decoding += 1
         try:
             answer = await front.workers.run(
                 lambda: decode(front.pipeline, self.content_type, self.encoding, body, front.limit)
@@ -201,7 +189,6 @@ class _Export(Request):
                 503, code_pb2.UNAVAILABLE, message, self.content_type, {"Retry-After": "1"}
             )
         finally:
-            front.decoding -= 1
             self.decoding = False
             self._drop()
         self._send(answer)

@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 from tornado import httputil
 
-from loopwatch.service.http_base import Endpoint, Front, Limits, Request, Workers
+from loopwatch.service.http_base import Endpoint, Front, Limits, Request
 
 # Scrapers and probes, not exporters: a few connections each.
 MAX_CONNECTIONS = 256
@@ -21,13 +21,10 @@ class MetricsFront(Front):
     def __init__(
         self, registry: CollectorRegistry, ready: Callable[[], str | None], body_timeout: float
     ) -> None:
+        super().__init__(1, "loopwatch-metrics")  # a large exposition is built off the loop
         self.registry = registry
         self.ready = ready  # None when ready, else why not
         self.body_timeout = body_timeout
-        self.scraping = 0
-        # a large exposition is built off the event loop: /healthz answers meanwhile
-        self.workers = Workers(1, "loopwatch-metrics")
-        self.tasks: set[asyncio.Task[None]] = set()
         # scrapes that arrive while one is being built share it (per format): a scraper that
         # times out and retries does not queue exposition after exposition
         self.building: dict[str, asyncio.Future[bytes]] = {}
@@ -47,12 +44,6 @@ class MetricsFront(Front):
     ) -> httputil.HTTPMessageDelegate:
         return _Get(self, request_conn)
 
-    def busy(self) -> int:
-        return self.scraping
-
-    def close(self) -> None:
-        self.workers.close()
-
 
 class _Get(Request):
     def __init__(self, front: MetricsFront, connection: httputil.HTTPConnection) -> None:
@@ -66,9 +57,7 @@ class _Get(Request):
         if self.method not in ("GET", "HEAD"):
             self.respond(405, b"GET /metrics, /healthz, /readyz\n", headers={"Allow": "GET, HEAD"})
         elif self.path == "/metrics":
-            task = asyncio.ensure_future(self._scrape())
-            self.front.tasks.add(task)
-            task.add_done_callback(self.front.tasks.discard)
+            self.front.spawn(self._scrape())
         elif self.path == "/healthz":
             self.respond(200, b"ok\n")
         elif self.path == "/readyz":
@@ -78,15 +67,11 @@ class _Get(Request):
             self.respond(404, b"see /metrics, /healthz, /readyz\n")
 
     async def _scrape(self) -> None:
-        front = self.front
-        front.scraping += 1
         try:
-            body, content_type = await front.exposition(self.headers.get("Accept", ""))
+            body, content_type = await self.front.exposition(self.headers.get("Accept", ""))
         except RuntimeError:  # the workers are closed: stopping
             self.respond(503, b"stopping\n")
             return
-        finally:
-            front.scraping -= 1
         self.respond(200, body, content_type)
 
 
