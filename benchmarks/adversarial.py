@@ -233,26 +233,28 @@ class Service:
         with urllib.request.urlopen(f"http://{self.metrics}/metrics", timeout=timeout) as r:
             return str(r.read().decode())
 
-    def turns(self, service: str) -> float:
+    def turns(self, service: str, timeout: float = 5.0) -> float:
         """loopwatch_turns_total summed over the series of ``service`` (a pattern); -1 when
-        the scrape fails within 5 s."""
+        the scrape fails within ``timeout``."""
         pattern = re.compile(
             r'^loopwatch_turns_total\{[^}]*service="' + service + r'"[^}]*\} (\S+)'
         )
         try:
-            text = self.scrape(timeout=5.0)
+            text = self.scrape(timeout=timeout)
         except OSError:
             return -1.0
         return sum(float(m.group(1)) for m in map(pattern.match, text.splitlines()) if m)
 
     def wait_turns(self, service: str, count: float, timeout: float = 30.0) -> float:
+        """The count once it reaches ``count`` (or ``timeout`` passed), read again half a
+        second later: more than expected would show then. A slow exposition gets 120 s."""
         deadline = time.monotonic() + timeout
-        seen = self.turns(service)
+        seen = self.turns(service, 120.0)
         while seen < count and time.monotonic() < deadline:
             time.sleep(0.1)
-            seen = self.turns(service)
-        time.sleep(0.5)  # more than expected would show now
-        return self.turns(service)
+            seen = self.turns(service, max(5.0, deadline - time.monotonic()))
+        time.sleep(0.5)
+        return self.turns(service, 120.0)
 
     def sigterm(self) -> tuple[bool, float]:
         """SIGTERM; (exited 0 within STOP_SECONDS, seconds taken). Killed otherwise."""
@@ -439,7 +441,8 @@ async def _get_status(host: str, port: int, path: str) -> None:
 async def _send_turns(service: Service, bodies: list[bytes]) -> int:
     ok = 0
     for i in range(0, len(bodies), 8):
-        ok += sum(await asyncio.gather(*(export(service.http, b) for b in bodies[i : i + 8])))
+        sending = (export(service.http, b, tries=6) for b in bodies[i : i + 8])
+        ok += sum(await asyncio.gather(*sending))
     return ok
 
 
