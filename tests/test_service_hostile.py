@@ -34,6 +34,7 @@ from benchmarks.adversarial import (
     slowloris,
 )
 from loopwatch.core.config import Config
+from loopwatch.service import http_server
 from loopwatch.service.run import STOP_SECONDS
 from tests.test_service_bad_input import EXPORT
 from tests.test_service_support import running, settle, value
@@ -196,3 +197,30 @@ def test_the_other_documented_answers() -> None:
                 export(b"", timeout=5, metadata=[("x-big", "a" * 2 * SMALL.max_header_bytes)])
             assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert export(b"", timeout=5) == b""  # and the next call is served
+
+
+def test_bodies_held_at_once_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the floor of the budget is 64 MiB; without it the budget is 4 x max_request_bytes
+    monkeypatch.setattr(http_server, "MIN_BUFFER_BYTES", 0)
+    with running(SMALL) as s:
+        assert s.bound is not None
+        address = s.bound.http
+        limit = SMALL.max_request_bytes
+        # four bodies of nearly max_request_bytes, each one byte short: 4 x limit held
+        held = [_connect(address) for _ in range(4)]
+        for c in held:
+            c.sendall(raw([f"Content-Length: {limit}"], b"x" * (limit - 1)))
+        for _ in range(50):  # once the server has read them
+            status = asyncio.run(exchange(address, post_bytes(good_body(1))))
+            if status == 503:
+                break
+            time.sleep(0.05)
+        assert status == 503
+        for c in held:
+            c.close()
+        for _ in range(50):  # released once the server sees them closed
+            status = asyncio.run(exchange(address, post_bytes(good_body(2))))
+            if status == 200:
+                break
+            time.sleep(0.05)
+        assert status == 200
