@@ -189,6 +189,16 @@ def test_without_config_the_bulk_of_failing_orders_is_not_stopped() -> None:
     assert turn.decisions == ()
 
 
+def test_without_config_side_effects_that_return_nothing_are_not_stopped() -> None:
+    sent: list[str] = []
+    with LoopBreaker().turn() as turn:
+        for i in range(6):
+            args = {"to": f"c_{i}@example.com", "body": f"Order {i} shipped"}
+            turn.call("send_email", args, lambda a=args: sent.append(a["to"]))
+    assert len(sent) == 6
+    assert turn.decisions == ()
+
+
 def test_no_rows_backstop_catches_searches_with_different_identities() -> None:
     ran: list[str] = []
     with LoopBreaker(CONFIG).turn() as turn:

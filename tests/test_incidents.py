@@ -110,6 +110,34 @@ def test_undeclared_successful_work_is_not_a_loop() -> None:
     p.close()
 
 
+def _six_emails() -> Turn:
+    return Turn(
+        "support",
+        "gpt-4.1",
+        tuple(
+            Call("send_email", {"to": f"c_{i}@example.com", "body": f"Order {i} shipped"}, 40)
+            for i in range(6)
+        ),
+    )
+
+
+def test_six_side_effects_that_return_nothing_are_not_a_no_rows_loop() -> None:
+    """A tool returning None (recorded as ``null``) six times is work, not six empty
+    searches; only a tool declared ``result = "rows"`` reads it as no rows."""
+    p = Pipeline(Config())
+    emit_turn(p.tracer, _six_emails(), 1000 * S)
+    assert p.value("loopwatch_tool_calls_total", tool="send_email", error_class="ok") == 6
+    assert p.value("loopwatch_no_rows_streak_sum", tool="send_email") == 0
+    assert p.value("loopwatch_no_rows_streak_count", tool="send_email") == 1
+    assert p.value("loopwatch_loops_total") == 0
+    p.close()
+    rows = Pipeline(Config(tools={"send_email": ToolDeclaration(result="rows")}))
+    emit_turn(rows.tracer, _six_emails(), 1000 * S)
+    assert rows.value("loopwatch_no_rows_streak_sum", tool="send_email") == 6
+    assert rows.value("loopwatch_loops_total", tool="send_email", kind="no_rows") == 1
+    rows.close()
+
+
 @pytest.mark.parametrize("config", [DECLARED, Config()], ids=["declared", "undeclared"])
 def test_invalid_arguments_then_timeout_on_same_identity_are_two_keys(config: Config) -> None:
     p = Pipeline(config)

@@ -153,13 +153,22 @@ def error_text_in_result(result: Any) -> str | None:
     return None
 
 
-def is_empty(value: Any) -> bool:
-    """No rows: ``[]``, ``{}``, ``""``, ``null``, or a mapping whose collections are all empty
-    (``{"results": []}``)."""
+# "No value" rather than "no rows": what a tool that returns nothing (Python's None) records.
+# A side-effect tool called for six orders returns it six times; that is work, not an empty
+# search, so it counts as empty only for a tool declared ``result = "rows"``.
+_NO_VALUE_TEXTS = ("null", "None")
+
+
+def is_empty(value: Any, *, no_value_is_empty: bool = True) -> bool:
+    """No rows: ``[]``, ``{}``, ``""``, or a mapping whose collections are all empty
+    (``{"results": []}``); and ``null`` unless ``no_value_is_empty`` is false."""
     if value is None:
-        return True
+        return no_value_is_empty
     if isinstance(value, str):
-        return value.strip() in ("", "[]", "{}", "null", "None")
+        text = value.strip()
+        if text in _NO_VALUE_TEXTS:
+            return no_value_is_empty
+        return text in ("", "[]", "{}")
     if isinstance(value, list | tuple):
         return len(value) == 0
     if isinstance(value, dict):
@@ -178,4 +187,4 @@ def result_fingerprint(result: Any, declaration: ToolDeclaration | None) -> str:
         if value is MISSING or is_empty(value):
             return EMPTY
         return short_hash(canonical_json(value), 12)
-    return EMPTY if is_empty(result) else ROWS
+    return EMPTY if is_empty(result, no_value_is_empty=path == ROWS) else ROWS
