@@ -1,4 +1,9 @@
-"""Selectors, uids and names shared by every dashboard: the mixin's ``_config``."""
+"""The mixin's ``_config``: thresholds, windows, margins, selectors, uids and names.
+
+The alert rules (``python -m alerts.build``), the Alertmanager example and the dashboard
+(``python -m dashboards.build``) are generated from this one module; change a value here and
+regenerate both. Tests fail when a committed file differs from what these values generate.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +27,54 @@ TOOL_FILTER = TURN_FILTER + ', tool=~"$tool"'
 # guard decisions carry no model label
 GUARD_FILTER = 'service=~"$service", agent=~"$agent", tool=~"$tool"'
 
-# Portable `le` matchers: Prometheus 3 stores le="2" as "2.0".
-LE_2 = 'le=~"2(\\\\.0)?"'
-LE_5 = 'le=~"5(\\\\.0)?"'
+# -- thresholds (attempts of one attempt key in one turn) ----------------------------------------
+# = [defaults] loop_threshold and no_rows_threshold in loopwatch.toml (a test keeps them equal)
+LOOP_THRESHOLD = 3
+NO_ROWS_THRESHOLD = 3
+# a turn this bad pages from its first minute, history or not
+SEVERE_THRESHOLD = 6
+
+# -- history: the change alerts judge now against the agent's (tool's) own past -----------------
+# The baseline is the window BASELINE_WINDOW ending BASELINE_OFFSET ago ("the week before
+# yesterday"), so a change made today is never part of its own baseline.
+BASELINE_WINDOW = "7d"
+BASELINE_OFFSET = "1d"
+# fewer turns than this in the baseline: no baseline yet (a fresh install stays quiet)
+BASELINE_MIN_TURNS = 100
+# a model or tool compared with its own baseline: over this window
+REGRESSION_WINDOW = "1h"
+# Poisson-style margin: loops fire above  expected + MARGIN_Z * sqrt(expected) + MARGIN_FLOOR,
+# where expected = turns x baseline share. The floor keeps a zero baseline from paging on the
+# first loop or two; the sqrt term grows with the expected count.
+MARGIN_Z = 3.0
+MARGIN_FLOOR = 2.5
+CHANGE_FOR = "5m"
+
+# -- p99 of max attempts per turn above 1, at any traffic ------------------------------------------
+# p99 > 1 means more than P99_SHARE of turns repeated a call. Judged on counts over P99_WINDOW
+# with its own margin, and only when at least one of those turns reached the loop threshold
+# (a single retry is not a loop).
+P99_WINDOW = "1h"
+P99_SHARE = 0.01
+P99_MARGIN_Z = 2.0
+P99_MARGIN_FLOOR = 1.0
+P99_FOR = "5m"
+
+# -- where alerts go ----------------------------------------------------------------------------
+# Every loopwatch alert carries ROUTE_LABEL; the Alertmanager example routes on it, so merged
+# into an existing Alertmanager it touches only loopwatch's alerts.
+ROUTE_LABEL = ("system", "loopwatch")
+# runbook_url = RUNBOOK_BASE_URL + "#" + alert name in lower case: where you host alerts/runbook.md
+RUNBOOK_BASE_URL = "https://github.com/loopwatch/loopwatch/blob/main/alerts/runbook.md"
+JOB_SELECTOR = 'job="loopwatch"'
+
+
+def le(bound: int) -> str:
+    """Portable `le` matcher: Prometheus 3 stores le="2" as "2.0"."""
+    return f'le=~"{bound}(\\\\.0)?"'
+
+
+# turns at or above a threshold = count minus the bucket just below it
+LE_LOOP = le(LOOP_THRESHOLD - 1)
+LE_SEVERE = le(SEVERE_THRESHOLD - 1)
+LE_NO_ROWS = le(NO_ROWS_THRESHOLD - 1)

@@ -9,8 +9,12 @@ from dashboards.config import (
     DASHBOARD_TITLE,
     DASHBOARD_UID,
     GUARD_FILTER,
-    LE_2,
-    LE_5,
+    LE_LOOP,
+    LE_NO_ROWS,
+    LE_SEVERE,
+    LOOP_THRESHOLD,
+    NO_ROWS_THRESHOLD,
+    SEVERE_THRESHOLD,
     TAGS,
     TOOL_FILTER,
     TURN_FILTER,
@@ -72,28 +76,28 @@ def _overview(layout: Layout) -> None:
             "above 1 means at least one turn in a hundred repeated a call.",
             "short",
             Query(_quantile("0.99", turn, "le", F, RANGE), instant=True),
-            ((None, "green"), (1.01, "orange"), (6, "red")),
+            ((None, "green"), (1.01, "orange"), (SEVERE_THRESHOLD, "red")),
             3,
         ),
         (
             "Max attempts per turn",
             "The worst turn in the range, as the upper bound of its histogram bucket (buckets 1, "
-            "2, 3, 4, 5, 6, 8, 10, 12, 16, ...: a turn with 14 attempts reads 16). 6 or more is "
-            "the severe-loop alert's threshold; open the exemplars on the row below to find the "
-            "trace.",
+            f"2, 3, 4, 5, 6, 8, 10, 12, 16, ...: a turn with 14 attempts reads 16). "
+            f"{SEVERE_THRESHOLD} or more is the severe-loop alert's threshold; open the "
+            "exemplars on the row below to find the trace.",
             "short",
             Query(_quantile("1", turn, "le", F, RANGE), instant=True),
-            ((None, "green"), (3, "orange"), (6, "red")),
+            ((None, "green"), (LOOP_THRESHOLD, "orange"), (SEVERE_THRESHOLD, "red")),
             3,
         ),
         (
             "Turns with a loop",
-            "Share of turns in the range in which one attempt key reached 3 attempts (the default "
-            "loop threshold, i.e. a cap of 2 would have stopped it). Exact: it is read from the "
-            "bucket counts, not interpolated.",
+            f"Share of turns in the range in which one attempt key reached {LOOP_THRESHOLD} "
+            f"attempts (the loop threshold, i.e. a cap of {LOOP_THRESHOLD - 1} would have "
+            "stopped it). Exact: it is read from the bucket counts, not interpolated.",
             "percentunit",
             Query(
-                f"1 - sum({in_range(f'{turn}_bucket{{{F}, {LE_2}}}')}) "
+                f"1 - sum({in_range(f'{turn}_bucket{{{F}, {LE_LOOP}}}')}) "
                 f"/ sum({in_range(f'{turn}_count{{{F}}}')})",
                 instant=True,
             ),
@@ -181,10 +185,11 @@ def _attempts(layout: Layout) -> None:
     )
     layout.add(
         ts(
-            "Share of turns at ≥3 and ≥6 attempts",
-            "Fraction of turns whose worst attempt key reached 3 (a loop at the default "
-            "threshold) and 6 (the severe-loop alert), by model. Exact bucket ratios. Compare "
-            "models against each other, and a model against itself before and after a change.",
+            f"Share of turns at ≥{LOOP_THRESHOLD} and ≥{SEVERE_THRESHOLD} attempts",
+            f"Fraction of turns whose worst attempt key reached {LOOP_THRESHOLD} (a loop at the "
+            f"loop threshold) and {SEVERE_THRESHOLD} (the severe-loop alert), by model. Exact "
+            "bucket ratios. Compare models against each other, and a model against itself before "
+            "and after a change.",
             "percentunit",
             [
                 Query(
@@ -192,7 +197,10 @@ def _attempts(layout: Layout) -> None:
                     f"/ sum by (model) (rate({turn}_count{{{F}}}[{RATE}]))",
                     legend=f"{label} {{{{model}}}}",
                 )
-                for le, label in ((LE_2, "≥3"), (LE_5, "≥6"))
+                for le, label in (
+                    (LE_LOOP, f"≥{LOOP_THRESHOLD}"),
+                    (LE_SEVERE, f"≥{SEVERE_THRESHOLD}"),
+                )
             ],
         ),
         12,
@@ -324,8 +332,9 @@ def _no_rows(layout: Layout) -> None:
     )
     layout.add(
         ts(
-            "Turns with a no-rows streak ≥ 3 (per minute)",
-            "Turns per minute in which a tool returned no rows three or more times in a row. "
+            f"Turns with a no-rows streak ≥ {NO_ROWS_THRESHOLD} (per minute)",
+            f"Turns per minute in which a tool returned no rows {NO_ROWS_THRESHOLD} or more times "
+            "in a row. "
             "Any sustained value means agents are rewording a search that cannot succeed: check "
             "the tool's data source and whether the tool description tells the model what an "
             "empty result means.",
@@ -333,7 +342,7 @@ def _no_rows(layout: Layout) -> None:
             [
                 Query(
                     f"60 * (sum by (tool) (rate({streak}_count{{{T}}}[{RATE}])) "
-                    f"- sum by (tool) (rate({streak}_bucket{{{T}, {LE_2}}}[{RATE}])))",
+                    f"- sum by (tool) (rate({streak}_bucket{{{T}, {LE_NO_ROWS}}}[{RATE}])))",
                     legend="{{tool}}",
                 )
             ],

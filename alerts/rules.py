@@ -1,0 +1,353 @@
+"""Recording and alerting rules, as functions of the mixin config (``dashboards/config.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dashboards import config as c
+
+Rule = dict[str, Any]
+Group = dict[str, Any]
+
+# counts in descriptions: increase() extrapolates, so round
+VALUE = '{{ printf "%.0f" $value }}'
+TURN = "loopwatch_turn_max_attempts"
+TOOL = "loopwatch_tool_max_attempts"
+BY_MODEL = "job, service, agent, model"
+BY_AGENT = "job, service, agent"
+BY_VERSION = "job, service, tool, tool_version"
+BY_TOOL = "job, service, tool"
+
+# hourly tiles (the baseline group runs once an hour): a week of them is 168 samples a series,
+# where the raw counters would be tens of thousands, and a counter reset costs one tile only
+TILE_MODEL_TURNS = f"job_service_agent_model:{TURN}_count:increase1h"
+TILE_MODEL_LOOPS = "job_service_agent_model:loopwatch_turns_looped:increase1h"
+TILE_VERSION_USES = f"job_service_tool_tool_version:{TOOL}_count:increase1h"
+TILE_VERSION_LOOPS = "job_service_tool_tool_version:loopwatch_tool_uses_looped:increase1h"
+
+
+def _looped(metric: str, by: str, window: str | None, selector: str = "") -> str:
+    """Observations at or above the loop threshold: count minus the bucket just below it."""
+    if window is None:
+        count = f"{metric}_count{{{selector}}}" if selector else f"{metric}_count"
+        inner = f"{count} - ignoring (le) {metric}_bucket{{{c.LE_LOOP}}}"
+    else:
+        inner = (
+            f"increase({metric}_count[{window}])"
+            f" - ignoring (le) increase({metric}_bucket{{{c.LE_LOOP}}}[{window}])"
+        )
+    return f"sum by ({by}) ({inner})"
+
+
+def _past(tile: str, by: str) -> str:
+    """A tile summed over the baseline window (the week before yesterday)."""
+    return f"sum by ({by}) (sum_over_time({tile}[{c.BASELINE_WINDOW}] offset {c.BASELINE_OFFSET}))"
+
+
+def _baseline_share(loops_tile: str, uses_tile: str, by: str) -> str:
+    """Loop share over the baseline window; absent while the baseline holds too few turns."""
+    return (
+        f"(\n  {_past(loops_tile, by)}\n  /\n"
+        f"  ({_past(uses_tile, by)} >= {c.BASELINE_MIN_TURNS})\n)"
+    )
+
+
+def _in_history(tile: str, by: str) -> str:
+    return (
+        f"count by ({by}) (count_over_time({tile}[{c.BASELINE_WINDOW}] offset {c.BASELINE_OFFSET}))"
+    )
+
+
+def _above_expected(
+    observed: str, expected: str, on: str, z: float = c.MARGIN_Z, floor: float = c.MARGIN_FLOOR
+) -> str:
+    """observed > expected + z * sqrt(expected) + floor (Poisson-style margin)."""
+    return (
+        f"(\n  {_indent(observed)}\n)\n> on ({on})\n(\n"
+        f"  ({_indent(expected)})\n"
+        f"  + {z:g} * sqrt({_indent(expected)})\n"
+        f"  + {floor:g}\n)"
+    )
+
+
+def _indent(text: str) -> str:
+    return text.replace("\n", "\n  ")
+
+
+def _scaled(uses: str, on: str, share: str) -> str:
+    """Expected loops: uses x a share joined on fewer labels."""
+    return f"{uses}\n* on ({on}) group_left ()\n{share}"
+
+
+def recording_groups() -> list[Group]:
+    tiles = [
+        (TILE_MODEL_TURNS, f"sum by ({BY_MODEL}) (increase({TURN}_count[1h]))"),
+        (TILE_MODEL_LOOPS, _looped(TURN, BY_MODEL, "1h")),
+        (TILE_VERSION_USES, f"sum by ({BY_VERSION}) (increase({TOOL}_count[1h]))"),
+        (TILE_VERSION_LOOPS, _looped(TOOL, BY_VERSION, "1h")),
+    ]
+    return [
+        {
+            "name": "loopwatch.baseline",
+            "interval": "1h",
+            "rules": [{"record": name, "expr": expr} for name, expr in tiles],
+        }
+    ]
+
+
+def _alert(name: str, expr: str, for_: str, severity: str, summary: str, description: str) -> Rule:
+    key, value = c.ROUTE_LABEL
+    return {
+        "alert": name,
+        "expr": expr,
+        "for": for_,
+        "labels": {"severity": severity, key: value},
+        "annotations": {
+            "summary": summary,
+            "description": description,
+            "runbook_url": f"{c.RUNBOOK_BASE_URL}#{name.lower()}",
+        },
+    }
+
+
+def _event(metric: str, le: str, window: str) -> str:
+    """Histogram observations above a bound in the window, new series included.
+
+    Counters and buckets appear with their first value already counted, which increase() cannot
+    see; a series younger than the window that already holds the condition counts too.
+    """
+    return f"""sum by (job, service, agent, model, tool) (
+    (
+      increase({metric}_count[{window}])
+      - ignoring (le) increase({metric}_bucket{{{le}}}[{window}])
+    ) > 0
+  or
+    (
+      (
+        {metric}_count
+        - ignoring (le) {metric}_bucket{{{le}}}
+      ) > 0
+      unless {metric}_count offset {window}
+    )
+) > 0"""
+
+
+def loop_alerts() -> list[Rule]:
+    loop, severe, no_rows = c.LOOP_THRESHOLD, c.SEVERE_THRESHOLD, c.NO_ROWS_THRESHOLD
+    w = c.REGRESSION_WINDOW
+    history = (
+        f"the same {{kind}}'s share over the {c.BASELINE_WINDOW} ending {c.BASELINE_OFFSET} ago"
+    )
+
+    # turns with >= 2 attempts over the p99 window, against P99_SHARE of all its turns
+    turns_p99 = f"sum by ({BY_MODEL}) (increase({TURN}_count[{c.P99_WINDOW}]))"
+    repeated = (
+        f"sum by ({BY_MODEL}) (\n  increase({TURN}_count[{c.P99_WINDOW}])\n"
+        f"  - ignoring (le) increase({TURN}_bucket{{{c.le(1)}}}[{c.P99_WINDOW}])\n)"
+    )
+    p99 = (
+        _above_expected(
+            repeated,
+            f"{c.P99_SHARE:g} * {turns_p99}",
+            BY_MODEL,
+            c.P99_MARGIN_Z,
+            c.P99_MARGIN_FLOOR,
+        )
+        + f"\nand on ({BY_MODEL})\n  {_looped(TURN, BY_MODEL, c.P99_WINDOW)} > 0.5"
+    )
+
+    new_model = (
+        _above_expected(
+            _looped(TURN, BY_MODEL, None),
+            _scaled(
+                f"sum by ({BY_MODEL}) ({TURN}_count)",
+                BY_AGENT,
+                _baseline_share(TILE_MODEL_LOOPS, TILE_MODEL_TURNS, BY_AGENT),
+            ),
+            BY_MODEL,
+        )
+        + f"\nunless on ({BY_MODEL})\n  {_in_history(TILE_MODEL_TURNS, BY_MODEL)}"
+    )
+    model_regression = _above_expected(
+        _looped(TURN, BY_MODEL, w),
+        _scaled(
+            f"sum by ({BY_MODEL}) (increase({TURN}_count[{w}]))",
+            BY_MODEL,
+            _baseline_share(TILE_MODEL_LOOPS, TILE_MODEL_TURNS, BY_MODEL),
+        ),
+        BY_MODEL,
+    )
+    new_version = (
+        _above_expected(
+            _looped(TOOL, BY_VERSION, None, 'tool_version!=""'),
+            _scaled(
+                f'sum by ({BY_VERSION}) ({TOOL}_count{{tool_version!=""}})',
+                BY_TOOL,
+                _baseline_share(TILE_VERSION_LOOPS, TILE_VERSION_USES, BY_TOOL),
+            ),
+            BY_VERSION,
+        )
+        + f"\nunless on ({BY_VERSION})\n  {_in_history(TILE_VERSION_USES, BY_VERSION)}"
+    )
+    tool_regression = _above_expected(
+        _looped(TOOL, BY_TOOL, w),
+        _scaled(
+            f"sum by ({BY_TOOL}) (increase({TOOL}_count[{w}]))",
+            BY_TOOL,
+            _baseline_share(TILE_VERSION_LOOPS, TILE_VERSION_USES, BY_TOOL),
+        ),
+        BY_TOOL,
+    )
+    new_pattern = (
+        "group by (job, service, tool, error_class, kind) (loopwatch_loops_total)\n"
+        "unless on (job, service, tool, error_class, kind)\n"
+        f"  present_over_time(loopwatch_loops_total[{c.BASELINE_WINDOW}] offset 10m)\n"
+        "and on (job, service)\n"
+        f"  {_in_history(TILE_MODEL_TURNS, 'job, service')}"
+    )
+    margin = f"the expected count plus {c.MARGIN_Z:g} x its square root plus {c.MARGIN_FLOOR:g}"
+    return [
+        _alert(
+            "LoopwatchSevereLoop",
+            _event(TOOL, c.LE_SEVERE, "10m"),
+            "1m",
+            "critical",
+            f"A turn called one tool {severe} or more times with the same attempt key.",
+            f"Tool {{{{ $labels.tool }}}} reached {severe} or more attempts on one attempt key "
+            "in a turn of agent {{ $labels.agent }} (model {{ $labels.model }}, service "
+            "{{ $labels.service }}) in the last 10 minutes.",
+        ),
+        _alert(
+            "LoopwatchAttemptsP99AboveOne",
+            p99,
+            c.P99_FOR,
+            "warning",
+            "More than one turn in a hundred repeats a tool call.",
+            f"{VALUE} turns of agent {{{{ $labels.agent }}}}, model "
+            f"{{{{ $labels.model }}}} (service {{{{ $labels.service }}}}) repeated a call in the "
+            f"last {c.P99_WINDOW}, clearly more than {c.P99_SHARE:.0%} of its turns (p99 of max "
+            f"attempts per turn above 1), and some reached {loop} attempts.",
+        ),
+        _alert(
+            "LoopwatchNewLoopPattern",
+            new_pattern,
+            "1m",
+            "warning",
+            f"A tool loops in a way not seen in the previous {c.BASELINE_WINDOW}.",
+            "New loop pattern in service {{ $labels.service }}: tool {{ $labels.tool }}, error "
+            "class {{ $labels.error_class }}, kind {{ $labels.kind }}.",
+        ),
+        _alert(
+            "LoopwatchModelLoopShareRegression",
+            model_regression,
+            c.CHANGE_FOR,
+            "warning",
+            "A model loops more often than it did before.",
+            f"Model {{{{ $labels.model }}}} (agent {{{{ $labels.agent }}}}, service "
+            f"{{{{ $labels.service }}}}): {VALUE} turns reached {loop} attempts on one "
+            f"key in the last {w}, more than {history.format(kind='model')} predicts ("
+            f"{margin}).",
+        ),
+        _alert(
+            "LoopwatchToolLoopShareRegression",
+            tool_regression,
+            c.CHANGE_FOR,
+            "warning",
+            "A tool loops more often than it did before.",
+            f"Tool {{{{ $labels.tool }}}} (service {{{{ $labels.service }}}}): in {VALUE} "
+            f"turns of the last {w} it reached {loop} attempts on one key, more than "
+            f"{history.format(kind='tool')} predicts ({margin}).",
+        ),
+        _alert(
+            "LoopwatchNewModelLoops",
+            new_model,
+            c.CHANGE_FOR,
+            "warning",
+            "A new model loops more often than the agent did before it.",
+            f"Model {{{{ $labels.model }}}} (agent {{{{ $labels.agent }}}}, service "
+            f"{{{{ $labels.service }}}}) is new since {c.BASELINE_OFFSET} ago and "
+            f"{VALUE} of its turns reached {loop} attempts on one key, more than the "
+            f"agent's loop share over the {c.BASELINE_WINDOW} before predicts ({margin}).",
+        ),
+        _alert(
+            "LoopwatchNewToolVersionLoops",
+            new_version,
+            c.CHANGE_FOR,
+            "warning",
+            "A new tool version loops more often than the tool did before it.",
+            f"Tool {{{{ $labels.tool }}}} version {{{{ $labels.tool_version }}}} (service "
+            f"{{{{ $labels.service }}}}) is new since {c.BASELINE_OFFSET} ago and reached "
+            f"{loop} attempts on one key in {VALUE} turns, more than the tool's loop "
+            f"share over the {c.BASELINE_WINDOW} before predicts ({margin}).",
+        ),
+        _alert(
+            "LoopwatchNoRowsStreak",
+            _event("loopwatch_no_rows_streak", c.LE_NO_ROWS, "10m"),
+            "1m",
+            "warning",
+            f"A tool returned no rows {no_rows} or more times in a row within one turn.",
+            f"Tool {{{{ $labels.tool }}}} had a no-rows streak of {no_rows} or more in a turn "
+            "of agent {{ $labels.agent }} (model {{ $labels.model }}, service "
+            "{{ $labels.service }}) in the last 10 minutes.",
+        ),
+    ]
+
+
+def pipeline_alerts() -> list[Rule]:
+    job = c.JOB_SELECTOR
+    return [
+        _alert(
+            "LoopwatchDown",
+            f"up{{{job}}} == 0\nor absent(up{{{job}}})",
+            "5m",
+            "critical",
+            "A loopwatch replica is down or not scraped; tool-call loops go unseen.",
+            'loopwatch target "{{ $labels.instance }}" of job {{ $labels.job }} has been down '
+            "or missing for 5 minutes.",
+        ),
+        _alert(
+            "LoopwatchSpansDropped",
+            "sum by (job, instance, reason) (rate(loopwatch_spans_dropped_total[5m])) > 0",
+            "15m",
+            "warning",
+            "A loopwatch replica drops spans; loops can be missed.",
+            "loopwatch {{ $labels.instance }} drops {{ $value | humanize }} spans/s (reason "
+            "{{ $labels.reason }}).",
+        ),
+        _alert(
+            "LoopwatchTurnsEvicted",
+            "sum by (job, instance, reason) "
+            '(rate(loopwatch_turns_evicted_total{reason!="shutdown"}[15m])) > 0',
+            "15m",
+            "warning",
+            "A loopwatch replica finalizes turns before their root span ends.",
+            "loopwatch {{ $labels.instance }} evicts {{ $value | humanize }} turns/s (reason "
+            "{{ $labels.reason }}); their numbers may be split or incomplete.",
+        ),
+        _alert(
+            "LoopwatchLabelOverflow",
+            "sum by (job, instance, label) (rate(loopwatch_label_overflow_total[15m])) > 0",
+            "15m",
+            "warning",
+            'A loopwatch label reached its bound; new values become "other".',
+            "loopwatch {{ $labels.instance }} label {{ $labels.label }} reached its bound of "
+            'distinct values; new values are reported as "other".',
+        ),
+        _alert(
+            "LoopwatchArgumentsNotCaptured",
+            "sum by (job, service, tool) (rate(loopwatch_calls_without_arguments_total[15m])) > 0",
+            "30m",
+            "warning",
+            "Tool calls arrive without arguments; their attempt keys are coarse.",
+            "Calls of tool {{ $labels.tool }} in service {{ $labels.service }} carry no "
+            "captured arguments ({{ $value | humanize }} calls/s), so loopwatch keys them by "
+            "tool and error class only.",
+        ),
+    ]
+
+
+def alert_groups() -> list[Group]:
+    return [
+        {"name": "loopwatch.alerts", "rules": loop_alerts()},
+        {"name": "loopwatch.pipeline", "rules": pipeline_alerts()},
+    ]
