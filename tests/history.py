@@ -7,7 +7,7 @@ sample a minute is 10,080), so the history-relative alerts are tested here inste
    ``LoopwatchMetrics`` registries, the two replicas; each turn lands on one of them.
 2. At every scrape time both registries are read (``registry.collect()``) and written as
    OpenMetrics samples with that timestamp and the ``job``/``instance`` labels a scrape adds.
-   Scrapes are every 15 minutes during the quiet part of the baseline week and every minute
+   Scrapes are every 30 minutes during the quiet part of the baseline week and every minute
    from two hours before the change (Prometheus' own resolution matters only where alerts
    are judged).
 3. ``promtool tsdb create-blocks-from openmetrics`` backfills them; a real Prometheus serves
@@ -25,6 +25,7 @@ loop alerts group by job, so the scenarios do not see each other.
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import socket
@@ -52,7 +53,7 @@ DAY = 1440  # minutes
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z: the first minute of every history
 CHANGE = 8 * DAY  # the change happens after eight days: a full baseline week ending a day ago
 FINE_FROM = CHANGE - 120  # one scrape a minute from here on
-COARSE_EVERY = 15  # minutes between scrapes before that
+COARSE_EVERY = 30  # minutes between scrapes before that
 SERVICE, AGENT = "shop", "support"
 TICKET, SEARCH = "create_ticket", "search_orders"
 
@@ -159,33 +160,37 @@ def _attempts(phase: Phase, index: int, rng: random.Random, loop_at: dict[int, i
     return 1
 
 
-def turns(scenario: Scenario, seed: int) -> Iterator[tuple[int, TurnSummary, int]]:
-    """(minute, summary, replica index) for every turn, in time order: two turns a minute."""
-    rng = random.Random(f"{scenario.name}/{seed}")
-    events = dict(scenario.events)
-    phases = sorted(scenario.phases, key=lambda p: p.start)
-    for n, phase in enumerate(phases):
-        stop = phases[n + 1].start if n + 1 < len(phases) else scenario.end
+def _turns(
+    phases: tuple[Phase, ...],
+    start: int,
+    stop: int,
+    rng: random.Random,
+    events: dict[int, int],
+) -> Iterator[tuple[int, TurnSummary, int]]:
+    """(minute, summary, replica index) of every turn in [start, stop): two turns a minute."""
+    ordered = sorted(phases, key=lambda p: p.start)
+    for n, phase in enumerate(ordered):
+        phase_stop = ordered[n + 1].start if n + 1 < len(ordered) else stop
         loop_at: dict[int, int] = {}
-        index = 0
-        for minute in range(phase.start, stop):
-            for _ in range(2):
-                attempts = _attempts(phase, index, rng, loop_at)
-                index += 1
-                summary = turn_summary(phase.model, phase.ticket_version, attempts)
-                yield minute, summary, rng.randrange(2)
+        for minute in range(max(start, phase.start), min(stop, phase_stop)):
+            for i in range(2):
+                attempts = _attempts(phase, 2 * (minute - phase.start) + i, rng, loop_at)
+                yield (
+                    minute,
+                    turn_summary(phase.model, phase.ticket_version, attempts),
+                    rng.randrange(2),
+                )
             if minute in events:
                 summary = turn_summary(phase.model, phase.ticket_version, events[minute])
                 yield minute, summary, rng.randrange(2)
 
 
-# -- OpenMetrics at each scrape --------------------------------------------------------------------
-def _labels(job: str, instance: str, labels: dict[str, str]) -> str:
-    pairs = [("job", job), ("instance", instance), *sorted(labels.items())]
-    return ",".join(f'{k}="{v}"' for k, v in pairs)
+# -- OpenMetrics at each scrape ----------------------------------------------------------------
+JOB = "@job@"  # written once for a baseline shared by several scenarios, replaced per scenario
+_prefixes: dict[tuple[str, ...], str] = {}
 
 
-def scrape(registry: CollectorRegistry, job: str, instance: str, at: int) -> list[str]:
+def scrape(registry: CollectorRegistry, instance: str, at: int) -> list[str]:
     """The registry's samples as OpenMetrics lines with a scrape timestamp (seconds).
 
     ``_created`` samples are left out: they carry the wall-clock time of this process, not of
@@ -194,36 +199,94 @@ def scrape(registry: CollectorRegistry, job: str, instance: str, at: int) -> lis
     out = []
     for family in registry.collect():
         for s in family.samples:
-            if s.name.endswith("_created"):
-                continue
-            out.append(f"{s.name}{{{_labels(job, instance, s.labels)}}} {s.value!r} {at}\n")
+            key = (s.name, instance, *s.labels.values())
+            prefix = _prefixes.get(key)
+            if prefix is None:
+                if s.name.endswith("_created"):
+                    prefix = ""
+                else:
+                    pairs = [("job", JOB), ("instance", instance), *sorted(s.labels.items())]
+                    prefix = s.name + "{" + ",".join(f'{k}="{v}"' for k, v in pairs) + "} "
+                _prefixes[key] = prefix
+            if prefix:
+                out.append(f"{prefix}{s.value!r} {at}\n")
+    out.append(f'up{{job="{JOB}",instance="{instance}"}} 1 {at}\n')
     return out
 
 
-def write_history(scenario: Scenario, seed: int, job: str, out: TextIO) -> int:
-    """Feed the scenario's turns into two replicas and write every scrape; returns samples."""
-    replicas = (Replica(), Replica())
-    instances = (f"{job}-1:9464", f"{job}-2:9464")
-    samples = 0
-    next_scrape = scenario.start
+@dataclass
+class History:
+    """Two replicas and the scrapes of them so far."""
 
-    def scrape_until(minute: int) -> None:
-        nonlocal next_scrape, samples
-        while next_scrape <= minute:
-            at = T0 + next_scrape * MINUTE
-            for replica, instance in zip(replicas, instances, strict=True):
-                lines = scrape(replica.registry, job, instance, at)
-                lines.append(f'up{{job="{job}",instance="{instance}"}} 1 {at}\n')
-                out.writelines(lines)
-                samples += len(lines)
-            step = 1 if next_scrape >= scenario.fine_from else COARSE_EVERY
-            next_scrape += step
+    out: TextIO
+    next_scrape: int
+    fine_from: int
+    replicas: tuple[Replica, Replica] = field(default_factory=lambda: (Replica(), Replica()))
 
-    for minute, summary, replica in turns(scenario, seed):
-        scrape_until(minute)  # turns of minute m are in the scrape at the end of minute m
-        replicas[replica].metrics.turn(summary)
-    scrape_until(scenario.end)
-    return samples
+    def scrape_until(self, minute: int) -> None:
+        while self.next_scrape <= minute:
+            at = T0 + self.next_scrape * MINUTE
+            for n, replica in enumerate(self.replicas):
+                self.out.writelines(scrape(replica.registry, f"replica-{n + 1}:9464", at))
+            fine = self.next_scrape >= self.fine_from
+            self.next_scrape += 1 if fine else COARSE_EVERY
+
+    def run(self, turns: Iterator[tuple[int, TurnSummary, int]], stop: int) -> None:
+        for minute, summary, replica in turns:
+            self.scrape_until(minute)  # turns of minute m are in the scrape that ends it
+            self.replicas[replica].metrics.turn(summary)
+        self.scrape_until(stop - 1)
+
+
+def write_histories(scenarios: list[Scenario], seed: int, out: TextIO, work: Path) -> None:
+    """Every scenario's scrapes as OpenMetrics lines (job = scenario name + seed).
+
+    Scenarios whose phases agree before their ``fine_from`` share one baseline: its turns go
+    through loopwatch once, and at each scenario's ``fine_from`` a forked child continues that
+    state with the scenario's own turns (a fork copies the registries exactly, and cheaply).
+    """
+    groups: dict[tuple[Phase, ...], list[Scenario]] = {}
+    for s in scenarios:
+        groups.setdefault(tuple(p for p in s.phases if p.start < s.fine_from), []).append(s)
+    parts: list[tuple[str, Path, int, Path]] = []  # job, base file, base bytes, own file
+    children = []
+    for base_phases, members in groups.items():
+        members.sort(key=lambda s: s.fine_from)
+        base_file = work / f"base-{members[0].name}-{seed}.om"
+        rng = random.Random(f"{members[0].name}/{seed}")
+        with base_file.open("w", encoding="utf-8") as base:
+            history = History(base, members[0].start, fine_from=members[-1].end)
+            done = members[0].start
+            for s in members:
+                history.run(_turns(base_phases, done, s.fine_from, rng, {}), s.fine_from)
+                done = s.fine_from
+                base.flush()
+                own = work / f"{s.name}-{seed}.om"
+                parts.append((f"{s.name}-{seed}", base_file, base.tell(), own))
+                pid = os.fork()
+                if pid == 0:  # the child: this scenario from here on, then exit
+                    code = 1
+                    try:
+                        with own.open("w", encoding="utf-8") as mine:
+                            history.out = mine
+                            history.fine_from = s.fine_from
+                            own_rng = random.Random(f"{s.name}/{seed}")
+                            events = dict(s.events)
+                            history.run(
+                                _turns(s.phases, s.fine_from, s.end, own_rng, events), s.end
+                            )
+                        code = 0
+                    finally:
+                        os._exit(code)
+                children.append((pid, s.name))
+    for pid, name in children:
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            raise RuntimeError(f"history of {name} (seed {seed}) failed")
+    for job, base_file, size, own in parts:
+        with base_file.open(encoding="utf-8") as base:
+            out.write(base.read(size).replace(JOB, job))
+        out.write(own.read_text(encoding="utf-8").replace(JOB, job))
 
 
 # -- a real Prometheus -----------------------------------------------------------------------------
