@@ -8,6 +8,7 @@ rare 3-attempt loops) falls at random. Run ``pytest -s`` to see the measured del
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,7 +39,15 @@ if str(ROOT) not in sys.path:
 
 from tests.test_alerts import duration_seconds  # noqa: E402
 
-pytestmark = pytest.mark.live
+pytestmark = [
+    pytest.mark.live,
+    # Not yet in CI: on this 2-core machine one seed takes longer than CI can afford (see the
+    # report of issue 12); run with LOOPWATCH_HISTORY=1.
+    pytest.mark.skipif(
+        os.environ.get("LOOPWATCH_HISTORY") != "1",
+        reason="long-history harness: LOOPWATCH_HISTORY=1",
+    ),
+]
 
 SEEDS = (1,)
 STEP = 60  # the evaluation interval

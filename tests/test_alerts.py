@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:  # alerts/ and dashboards/ are source, not install
 
 from alerts import build  # noqa: E402
 from dashboards import config  # noqa: E402
+
 ALERTS = ROOT / "alerts"
 RULE_FILES = sorted((ALERTS / "rules").glob("*.yaml"))
 UNIT_TESTS = sorted((ALERTS / "tests").glob("*-test.yaml"))
@@ -102,7 +103,7 @@ def test_thresholds_match_loopwatch_defaults_and_the_stack_config() -> None:
 
     toml = tomllib.loads((ROOT / "deploy" / "loopwatch" / "loopwatch.toml").read_text())
     assert config.LOOP_THRESHOLD == Config().loop_threshold == toml["defaults"]["loop_threshold"]
-    assert config.NO_ROWS_THRESHOLD == toml["defaults"]["no_rows_threshold"]
+    assert toml["defaults"]["no_rows_threshold"] == config.NO_ROWS_THRESHOLD
     # "at or above n" is count minus the bucket n - 1: that bucket must exist
     assert {config.LOOP_THRESHOLD - 1, config.SEVERE_THRESHOLD - 1, 1} <= set(ATTEMPT_BUCKETS)
     assert config.NO_ROWS_THRESHOLD - 1 in STREAK_BUCKETS

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from dashboards.config import DASHBOARD_FILE  # noqa: E402
+from dashboards.config import DASHBOARD_FILE, RUNBOOK_BASE_URL  # noqa: E402
 from dashboards.queries import expand, targets  # noqa: E402
 
 pytestmark = pytest.mark.live
@@ -58,9 +58,10 @@ DEADLINE_SECONDS = 60
 LEGITIMATELY_EMPTY = {
     "'p99 max attempts by model: now vs a week earlier' B": "no history a week back",
 }
+# A fresh install: the history-relative alerts (new loop pattern, new model, regressions) wait
+# for history; the severe-loop and no-rows alerts work from the first minute.
 EXPECTED_ALERTS = {
     "LoopwatchSevereLoop": "critical",
-    "LoopwatchNewLoopPattern": "warning",
     "LoopwatchNoRowsStreak": "warning",
 }
 
@@ -257,9 +258,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
     # Alertmanager: the committed routes, receivers pointed here, timers short
     am_config = yaml.safe_load((ROOT / "alerts" / "alertmanager.yml").read_text())
-    am_config["route"].update(group_wait="1s", group_interval="1s", repeat_interval="1m")
-    for route in am_config["route"]["routes"]:
+    (mine,) = am_config["route"]["routes"]
+    for route in (am_config["route"], mine):
+        route.update(group_wait="1s", group_interval="1s", repeat_interval="1m")
+    for route in mine["routes"]:
         route.pop("group_wait", None)
+        route.pop("repeat_interval", None)
     for receiver in am_config["receivers"]:
         for hook in receiver.get("webhook_configs", []):
             hook["url"] = hook["url"].replace("http://webhook:8080", hook_url)
@@ -375,7 +379,7 @@ def test_alerts_fire_in_prometheus_and_reach_the_webhook_through_alertmanager(
 ) -> None:
     deadline = time.monotonic() + DEADLINE_SECONDS
     states = _wait(
-        "the severe-loop, new-pattern and no-rows alerts firing in Prometheus",
+        "the severe-loop and no-rows alerts firing in Prometheus",
         lambda: (
             (s := stack.alerts()) and all(s.get(name) == "firing" for name in EXPECTED_ALERTS) and s
         ),
@@ -396,13 +400,10 @@ def test_alerts_fire_in_prometheus_and_reach_the_webhook_through_alertmanager(
     severe = next(a for a in payloads if a["labels"]["alertname"] == "LoopwatchSevereLoop")
     assert severe["labels"]["tool"] == "create_ticket"
     assert severe["labels"]["model"] == "gpt-4.1"
-    assert severe["annotations"]["runbook_url"] == "alerts/runbook.md#loopwatchsevereloop"
-    patterns = {
-        (a["labels"]["tool"], a["labels"]["error_class"], a["labels"]["kind"])
-        for a in payloads
-        if a["labels"]["alertname"] == "LoopwatchNewLoopPattern"
-    }
-    assert patterns == {("create_ticket", "timeout", "repeat"), ("search_orders", "ok", "no_rows")}
+    assert severe["labels"]["system"] == "loopwatch"
+    assert severe["annotations"]["runbook_url"] == f"{RUNBOOK_BASE_URL}#loopwatchsevereloop"
+    # no history yet: every pattern is new, and none of them pages
+    assert "LoopwatchNewLoopPattern" not in stack.alerts()
     no_rows = {
         a["labels"]["tool"] for a in payloads if a["labels"]["alertname"] == "LoopwatchNoRowsStreak"
     }
@@ -412,18 +413,18 @@ def test_alerts_fire_in_prometheus_and_reach_the_webhook_through_alertmanager(
 def test_every_rule_evaluates_without_error(stack: Stack) -> None:
     data = _get(f"{stack.prometheus}/api/v1/rules")
     rules = [r for g in data["data"]["groups"] for r in g["rules"]]
-    assert len(rules) == 20
-    assert [(r["name"], r["lastError"]) for r in rules if r["health"] != "ok"] == []
+    assert len(rules) == 17
+    # the hourly baseline group may not have run yet ("unknown"); nothing may be in error
+    assert [(r["name"], r.get("lastError")) for r in rules if r["health"] == "err"] == []
+    assert sum(r["health"] == "ok" for r in rules) >= 13
 
 
 def test_every_dashboard_query_returns_data(stack: Stack) -> None:
     model = json.loads((ROOT / "dashboards" / "generated" / DASHBOARD_FILE).read_text())
-    # short windows for a short test; recording rules need a few evaluations first
+    # short windows for a short test; rates need a few scrapes first
     _wait(
-        "recording rules",
-        lambda: stack.query(
-            "job_service_agent_model_quantile:loopwatch_turn_max_attempts:histogram_quantile"
-        ),
+        "a few scrapes",
+        lambda: stack.query("rate(loopwatch_turn_max_attempts_count[1m])"),
         time.monotonic() + DEADLINE_SECONDS,
     )
     empty, unexpected_empty = [], []
