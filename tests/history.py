@@ -8,7 +8,7 @@ sample a minute is 10,080), so the history-relative alerts are tested here inste
 2. At every scrape time both registries are read (``registry.collect()``) and written as
    OpenMetrics samples with that timestamp and the ``job``/``instance`` labels a scrape adds.
    Scrapes are every 30 minutes during the quiet part of the baseline week and every minute
-   from two hours before the change (Prometheus' own resolution matters only where alerts
+   from an hour before the change (Prometheus' own resolution matters only where alerts
    are judged).
 3. ``promtool tsdb create-blocks-from openmetrics`` backfills them; a real Prometheus serves
    the blocks; ``promtool tsdb create-blocks-from rules`` materialises the recording rules
@@ -52,7 +52,7 @@ MINUTE = 60
 DAY = 1440  # minutes
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z: the first minute of every history
 CHANGE = 8 * DAY  # the change happens after eight days: a full baseline week ending a day ago
-FINE_FROM = CHANGE - 120  # one scrape a minute from here on
+FINE_FROM = CHANGE - 60  # one scrape a minute from here on
 COARSE_EVERY = 30  # minutes between scrapes before that
 SERVICE, AGENT = "shop", "support"
 TICKET, SEARCH = "create_ticket", "search_orders"
@@ -74,7 +74,7 @@ class Phase:
 class Scenario:
     name: str
     phases: tuple[Phase, ...]
-    end: int = CHANGE + 8 * 60
+    end: int = CHANGE + 6 * 60
     # (minute, attempts): single turns at that many attempts on one create_ticket key
     events: tuple[tuple[int, int], ...] = ()
     fine_from: int = FINE_FROM
@@ -214,11 +214,44 @@ def scrape(registry: CollectorRegistry, instance: str, at: int) -> list[str]:
     return out
 
 
+def chunk(at: int) -> str:
+    """Which backfill file a sample goes to. promtool re-reads its whole input once per 2-hour
+    block, so files are short where samples are dense: a day each before the last two days
+    (scraped every 30 minutes), an hour each after."""
+    seconds = at - T0
+    if seconds < 7 * 86400:
+        return f"day-{seconds // 86400}"
+    return f"hour-{seconds // 3600}"
+
+
+@dataclass
+class Chunks:
+    """OpenMetrics lines in one file per chunk, under a directory."""
+
+    directory: Path
+    key: str = ""
+    handle: TextIO | None = None
+
+    def write(self, at: int, lines: list[str]) -> None:
+        key = chunk(at)
+        if key != self.key or self.handle is None:
+            self.close()
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self.handle = (self.directory / f"{key}.om").open("a", encoding="utf-8")
+            self.key = key
+        self.handle.writelines(lines)
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
+
+
 @dataclass
 class History:
     """Two replicas and the scrapes of them so far."""
 
-    out: TextIO
+    out: Chunks
     next_scrape: int
     fine_from: int
     replicas: tuple[Replica, Replica] = field(default_factory=lambda: (Replica(), Replica()))
@@ -227,7 +260,7 @@ class History:
         while self.next_scrape <= minute:
             at = T0 + self.next_scrape * MINUTE
             for n, replica in enumerate(self.replicas):
-                self.out.writelines(scrape(replica.registry, f"replica-{n + 1}:9464", at))
+                self.out.write(at, scrape(replica.registry, f"replica-{n + 1}:9464", at))
             fine = self.next_scrape >= self.fine_from
             self.next_scrape += 1 if fine else COARSE_EVERY
 
@@ -238,8 +271,9 @@ class History:
         self.scrape_until(stop - 1)
 
 
-def write_histories(scenarios: list[Scenario], seed: int, out: TextIO, work: Path) -> None:
-    """Every scenario's scrapes as OpenMetrics lines (job = scenario name + seed).
+def write_histories(scenarios: list[Scenario], seed: int, out: Path, work: Path) -> None:
+    """Every scenario's scrapes as OpenMetrics lines (job = scenario name + seed), appended to
+    one file per chunk under ``out``.
 
     Scenarios whose phases agree before their ``fine_from`` share one baseline: its turns go
     through loopwatch once, and at each scenario's ``fine_from`` a forked child continues that
@@ -247,46 +281,46 @@ def write_histories(scenarios: list[Scenario], seed: int, out: TextIO, work: Pat
     """
     groups: dict[tuple[Phase, ...], list[Scenario]] = {}
     for s in scenarios:
+        assert chunk(T0 + s.fine_from * MINUTE - 1) != chunk(T0 + s.fine_from * MINUTE)
         groups.setdefault(tuple(p for p in s.phases if p.start < s.fine_from), []).append(s)
-    parts: list[tuple[str, Path, int, Path]] = []  # job, base file, base bytes, own file
+    parts: list[tuple[str, list[Path], Path]] = []  # job, baseline chunks, own chunks
     children = []
     for base_phases, members in groups.items():
         members.sort(key=lambda s: s.fine_from)
-        base_file = work / f"base-{members[0].name}-{seed}.om"
+        base = Chunks(work / f"base-{members[0].name}-{seed}")
         rng = random.Random(f"{members[0].name}/{seed}")
-        with base_file.open("w", encoding="utf-8") as base:
-            history = History(base, members[0].start, fine_from=members[-1].end)
-            done = members[0].start
-            for s in members:
-                history.run(_turns(base_phases, done, s.fine_from, rng, {}), s.fine_from)
-                done = s.fine_from
-                base.flush()
-                own = work / f"{s.name}-{seed}.om"
-                parts.append((f"{s.name}-{seed}", base_file, base.tell(), own))
-                pid = os.fork()
-                if pid == 0:  # the child: this scenario from here on, then exit
-                    code = 1
-                    try:
-                        with own.open("w", encoding="utf-8") as mine:
-                            history.out = mine
-                            history.fine_from = s.fine_from
-                            own_rng = random.Random(f"{s.name}/{seed}")
-                            events = dict(s.events)
-                            history.run(
-                                _turns(s.phases, s.fine_from, s.end, own_rng, events), s.end
-                            )
-                        code = 0
-                    finally:
-                        os._exit(code)
-                children.append((pid, s.name))
+        history = History(base, members[0].start, fine_from=members[-1].end)
+        done = members[0].start
+        for s in members:
+            history.run(_turns(base_phases, done, s.fine_from, rng, {}), s.fine_from)
+            done = s.fine_from
+            base.close()
+            before = sorted(base.directory.glob("*.om")) if base.directory.exists() else []
+            own = Chunks(work / f"{s.name}-{seed}")
+            parts.append((f"{s.name}-{seed}", before, own.directory))
+            pid = os.fork()
+            if pid == 0:  # the child: this scenario from here on, then exit
+                code = 1
+                try:
+                    history.out = own
+                    history.fine_from = s.fine_from
+                    own_rng = random.Random(f"{s.name}/{seed}")
+                    events = dict(s.events)
+                    history.run(_turns(s.phases, s.fine_from, s.end, own_rng, events), s.end)
+                    own.close()
+                    code = 0
+                finally:
+                    os._exit(code)
+            children.append((pid, s.name))
     for pid, name in children:
         _, status = os.waitpid(pid, 0)
         if status != 0:
             raise RuntimeError(f"history of {name} (seed {seed}) failed")
-    for job, base_file, size, own in parts:
-        with base_file.open(encoding="utf-8") as base:
-            out.write(base.read(size).replace(JOB, job))
-        out.write(own.read_text(encoding="utf-8").replace(JOB, job))
+    out.mkdir(exist_ok=True)
+    for job, before, own_dir in parts:
+        for path in [*before, *sorted(own_dir.glob("*.om"))]:
+            with (out / path.name).open("a", encoding="utf-8") as f:
+                f.write(path.read_text(encoding="utf-8").replace(JOB, job))
 
 
 # -- a real Prometheus -----------------------------------------------------------------------------
@@ -366,8 +400,10 @@ def backfilled_prometheus(
     work = openmetrics.parent
     data = work / "data"
     data.mkdir()
-    # one pass over the file per block: blocks as long as the history allows
-    _run(promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(openmetrics), str(data))
+    for path in sorted(openmetrics.glob("*.om")):
+        with path.open("a", encoding="utf-8") as f:
+            f.write("# EOF\n")
+        _run(promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(path), str(data))
     server = Prometheus(prometheus, data)
     server.start()
     try:
@@ -407,12 +443,16 @@ class Firing:
 
 
 def apply_for(
-    alert: str, result: list[dict[str, Any]], for_seconds: int, step: int
+    alert: str,
+    result: list[dict[str, Any]],
+    for_seconds: int,
+    step: int,
+    rule_labels: dict[str, str],
 ) -> list[Firing]:
     """Every time a series of the expression's result goes from inactive to firing."""
     out = []
     for series in result:
-        labels = tuple(sorted(series["metric"].items()))
+        labels = tuple(sorted({**series["metric"], **rule_labels}.items()))
         active_since: int | None = None
         last: int | None = None
         fired = False
