@@ -79,6 +79,33 @@ def _scaled(uses: str, on: str, share: str) -> str:
     return f"{uses}\n* on ({on}) group_left ()\n{share}"
 
 
+def _new_against_baseline(
+    metric: str, by: str, parent: str, tiles: tuple[str, str], selector: str = ""
+) -> str:
+    """Something absent from the baseline (a model, a tool version): its loops since it appeared
+    (raw counters: its series are new) against its parent's baseline share x its uses."""
+    uses_tile = tiles[1]
+    count = f"{metric}_count{{{selector}}}" if selector else f"{metric}_count"
+    return (
+        _above_expected(
+            _looped(metric, by, None, selector),
+            _scaled(f"sum by ({by}) ({count})", parent, _baseline_share(*tiles, parent)),
+            by,
+        )
+        + f"\nunless on ({by})\n  {_in_history(uses_tile, by)}"
+    )
+
+
+def _against_own_baseline(metric: str, by: str, tiles: tuple[str, str]) -> str:
+    """Loops over the regression window against the same thing's baseline share x its uses."""
+    w = c.REGRESSION_WINDOW
+    return _above_expected(
+        _looped(metric, by, w),
+        _scaled(f"sum by ({by}) (increase({metric}_count[{w}]))", by, _baseline_share(*tiles, by)),
+        by,
+    )
+
+
 def recording_groups() -> list[Group]:
     tiles = [
         (TILE_MODEL_TURNS, f"sum by ({BY_MODEL}) (increase({TURN}_count[1h]))"),
@@ -156,48 +183,12 @@ def loop_alerts() -> list[Rule]:
         + f"\nand on ({BY_MODEL})\n  {_looped(TURN, BY_MODEL, c.P99_WINDOW)} > 0.5"
     )
 
-    new_model = (
-        _above_expected(
-            _looped(TURN, BY_MODEL, None),
-            _scaled(
-                f"sum by ({BY_MODEL}) ({TURN}_count)",
-                BY_AGENT,
-                _baseline_share(TILE_MODEL_LOOPS, TILE_MODEL_TURNS, BY_AGENT),
-            ),
-            BY_MODEL,
-        )
-        + f"\nunless on ({BY_MODEL})\n  {_in_history(TILE_MODEL_TURNS, BY_MODEL)}"
-    )
-    model_regression = _above_expected(
-        _looped(TURN, BY_MODEL, w),
-        _scaled(
-            f"sum by ({BY_MODEL}) (increase({TURN}_count[{w}]))",
-            BY_MODEL,
-            _baseline_share(TILE_MODEL_LOOPS, TILE_MODEL_TURNS, BY_MODEL),
-        ),
-        BY_MODEL,
-    )
-    new_version = (
-        _above_expected(
-            _looped(TOOL, BY_VERSION, None, 'tool_version!=""'),
-            _scaled(
-                f'sum by ({BY_VERSION}) ({TOOL}_count{{tool_version!=""}})',
-                BY_TOOL,
-                _baseline_share(TILE_VERSION_LOOPS, TILE_VERSION_USES, BY_TOOL),
-            ),
-            BY_VERSION,
-        )
-        + f"\nunless on ({BY_VERSION})\n  {_in_history(TILE_VERSION_USES, BY_VERSION)}"
-    )
-    tool_regression = _above_expected(
-        _looped(TOOL, BY_TOOL, w),
-        _scaled(
-            f"sum by ({BY_TOOL}) (increase({TOOL}_count[{w}]))",
-            BY_TOOL,
-            _baseline_share(TILE_VERSION_LOOPS, TILE_VERSION_USES, BY_TOOL),
-        ),
-        BY_TOOL,
-    )
+    tiles_model = (TILE_MODEL_LOOPS, TILE_MODEL_TURNS)
+    tiles_tool = (TILE_VERSION_LOOPS, TILE_VERSION_USES)
+    new_model = _new_against_baseline(TURN, BY_MODEL, BY_AGENT, tiles_model)
+    model_regression = _against_own_baseline(TURN, BY_MODEL, tiles_model)
+    new_version = _new_against_baseline(TOOL, BY_VERSION, BY_TOOL, tiles_tool, 'tool_version!=""')
+    tool_regression = _against_own_baseline(TOOL, BY_TOOL, tiles_tool)
     new_pattern = (
         "group by (job, service, tool, error_class, kind) (loopwatch_loops_total)\n"
         "unless on (job, service, tool, error_class, kind)\n"

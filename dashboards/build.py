@@ -22,24 +22,28 @@ def render() -> dict[str, str]:
     return {DASHBOARD_FILE: text + "\n"}
 
 
+def sync(out: Path, files: dict[str, str], check: bool, command: str) -> int:
+    """Write generated files under ``out``; with ``check``, only report the stale ones (exit 1)."""
+    stale = []
+    for name, text in files.items():
+        path = out / name
+        if path.exists() and path.read_text(encoding="utf-8") == text:
+            continue
+        stale.append(name)
+        if not check:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    if check and stale:
+        print(f"out of date: {', '.join(stale)} (run {command})", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--check", action="store_true", help="exit 1 if a file would change")
     args = parser.parse_args(argv)
-    stale = []
-    for name, text in render().items():
-        path = OUT / name
-        current = path.read_text(encoding="utf-8") if path.exists() else None
-        if current == text:
-            continue
-        stale.append(name)
-        if not args.check:
-            OUT.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-    if args.check and stale:
-        print(f"out of date: {', '.join(stale)} (run python -m dashboards.build)", file=sys.stderr)
-        return 1
-    return 0
+    return sync(OUT, render(), args.check, "python -m dashboards.build")
 
 
 if __name__ == "__main__":
