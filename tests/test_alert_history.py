@@ -3,12 +3,12 @@
 Each scenario is one agent at two turns a minute, exported by two replicas; the change (a new
 model or a new create_ticket description) happens after eight days. Regressions loop in one
 turn of every 20 (5%) at 3-4 attempts, at a random place in each block of 20; noise (retries,
-rare 3-attempt loops) falls at random. Run ``pytest -s`` to see the measured delays.
+rare 3-attempt loops) falls at random. Run ``pytest -s`` to see the measured delays. Three
+seeds: about 2-3 minutes on a loaded 2-core machine, most of it generating and backfilling.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,15 +39,7 @@ if str(ROOT) not in sys.path:
 
 from tests.test_alerts import duration_seconds  # noqa: E402
 
-pytestmark = [
-    pytest.mark.live,
-    # Not yet in CI: on this 2-core machine one seed takes longer than CI can afford (see the
-    # report of issue 12); run with LOOPWATCH_HISTORY=1.
-    pytest.mark.skipif(
-        os.environ.get("LOOPWATCH_HISTORY") != "1",
-        reason="long-history harness: LOOPWATCH_HISTORY=1",
-    ),
-]
+pytestmark = pytest.mark.live
 
 SEEDS = (1, 2, 3)
 STEP = 60  # the evaluation interval
@@ -55,6 +47,7 @@ END = CHANGE + 6 * 60
 NOISY = {"p3": 0.0024}  # 0.24% of turns at 3 attempts: the issue's noisy-but-stable agent
 REGRESSES = {"loop_every": 20}
 SEVERE_AT = CHANGE + 30
+CUMULATIVE = {"LoopwatchNewModelLoops", "LoopwatchNewToolVersionLoops", "LoopwatchSevereLoop"}
 
 SCENARIOS = {
     s.name: s
@@ -217,8 +210,10 @@ def test_which_alerts_fire_with_which_labels_and_when(history: Result, name: str
             assert f.label("system") == "loopwatch"
             minutes = (f.firing_at - T0) / MINUTE - origin
             assert 0 <= minutes <= within, (name, seed, key[0], minutes)
-        # once firing, a regression alert keeps firing: it fires once per scenario and seed
-        assert len(fired) == len(got), (name, seed, [(f.alert, f.firing_at) for f in fired])
+        # the alerts that name the change count since it appeared: once firing, they stay so
+        # (the 1-hour ones may resolve and fire again near their bound)
+        named = [f for f in fired if f.alert in CUMULATIVE]
+        assert len(named) == len({(f.alert, f.labels) for f in named}), (name, seed, named)
     for (alert, labels), minutes in sorted(_delays(history, name).items()):
         print(
             f"{name}: {alert} {dict(labels)} fired after {sorted(minutes)} min"
