@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
@@ -39,11 +40,19 @@ def sync(out: Path, files: dict[str, str], check: bool, command: str) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+def command_line(
+    doc: str | None, out: Path, files: Callable[[], dict[str, str]], argv: list[str] | None
+) -> int:
+    """The ``python -m ... [--check]`` of a generator."""
+    parser = argparse.ArgumentParser(description=doc)
     parser.add_argument("--check", action="store_true", help="exit 1 if a file would change")
     args = parser.parse_args(argv)
-    return sync(OUT, render(), args.check, "python -m dashboards.build")
+    module = files.__module__
+    return sync(out, files(), args.check, f"python -m {module}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return command_line(__doc__, OUT, render, argv)
 
 
 if __name__ == "__main__":
