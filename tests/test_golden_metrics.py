@@ -1,0 +1,19 @@
+"""The exported metrics, line for line, of the benchmark streams in process and through the
+service, against golden expositions written by the code before the performance work (issue 11):
+making loopwatch faster must not change one number it exports."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.golden import GOLDEN, in_process, service
+from benchmarks.streams import STREAMS
+
+
+@pytest.mark.parametrize("name", sorted(STREAMS))
+@pytest.mark.parametrize("entry", ["processor", "service"])
+def test_exposition_matches_golden(name: str, entry: str) -> None:
+    got = in_process(name) if entry == "processor" else service(name)
+    want = (GOLDEN / f"{name}-{entry}.txt").read_text()
+    assert "loopwatch_turns_total" in want
+    assert got.splitlines() == want.splitlines()
