@@ -7,6 +7,7 @@ import os
 
 import psutil
 
+from loopwatch.conventions import read_span
 from loopwatch.core.assembler import TurnAssembler
 from loopwatch.core.config import Config
 from loopwatch.core.spans import SpanView
@@ -24,7 +25,7 @@ class CountingSink:
     def turn(self, summary: TurnSummary) -> None:
         self.turns += 1
 
-    def span(self, kind: str) -> None:
+    def span(self, kind: str, count: int = 1) -> None:
         pass
 
     def dropped(self, reason: str) -> None:
@@ -38,6 +39,11 @@ class CountingSink:
 
     def open_turns(self, count: int) -> None:
         pass
+
+
+def add(assembler: TurnAssembler, span: SpanView) -> None:
+    """What an entry point does with a span: read it, hand the record to the assembler."""
+    assembler.add(span.trace_id, span.service, read_span(span, assembler.config))
 
 
 def test_million_short_turns_and_ten_thousand_never_ending() -> None:
@@ -59,10 +65,10 @@ def test_million_short_turns_and_ten_thousand_never_ending() -> None:
     rss_samples = []
     for i in range(1_000_000):
         now[0] = i * 0.001  # a thousand turns a second
-        assembler.add(SpanView(i + 1, 1, None, "invoke_agent a", i, i + 1, agent, service="s"))
+        add(assembler, SpanView(i + 1, 1, None, "invoke_agent a", i, i + 1, agent, service="s"))
         if i % 100 == 0:  # a tool call whose turn never ends: 10,000 of them
             trace = 10**9 + i
-            assembler.add(SpanView(trace, 2, 1, "execute_tool x", i, i + 1, tool, service="s"))
+            add(assembler, SpanView(trace, 2, 1, "execute_tool x", i, i + 1, tool, service="s"))
         if i % 1000 == 0:
             assembler.sweep()
             peak_open = max(peak_open, assembler.open_turns)
@@ -88,11 +94,11 @@ def test_capacity_evicts_the_oldest_and_late_spans_are_counted() -> None:
     assembler = TurnAssembler(Config(max_open_turns=3), sink, clock=lambda: 0.0)
     tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}
     for trace in range(1, 6):
-        assembler.add(SpanView(trace, 2, 1, "execute_tool t", 0, 1, tool))
+        add(assembler, SpanView(trace, 2, 1, "execute_tool t", 0, 1, tool))
     assert assembler.open_turns == 3
     assert sink.evictions == {"capacity": 2}
     assert sink.turns == 2  # evicted turns are still summarized
-    assembler.add(SpanView(1, 1, None, "root", 0, 2, {}))  # trace 1 was already evicted
+    add(assembler, SpanView(1, 1, None, "root", 0, 2, {}))  # trace 1 was already evicted
     assert sink.late_spans == 1
 
 
@@ -103,7 +109,7 @@ def test_spans_per_turn_are_bounded() -> None:
     assembler = TurnAssembler(Config(max_spans_per_turn=5), sink)
     tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}
     for span_id in range(2, 10):
-        assembler.add(SpanView(7, span_id, 1, "execute_tool t", 0, 1, tool))
+        add(assembler, SpanView(7, span_id, 1, "execute_tool t", 0, 1, tool))
     assert dropped == ["turn_full"] * 3
 
 

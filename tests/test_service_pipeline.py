@@ -182,9 +182,9 @@ class Gate(LoopwatchMetrics):
         super().__init__(registry)
         self.gate = threading.Event()
 
-    def span(self, kind: str) -> None:
+    def span(self, kind: str, count: int = 1) -> None:
         self.gate.wait(10)
-        super().span(kind)
+        super().span(kind, count)
 
     def turn(self, summary: TurnSummary) -> None:
         super().turn(summary)

@@ -229,8 +229,8 @@ class LoopwatchMetrics:
                     t.calls_keyed_by_inference
                 )
 
-    def span(self, kind: str) -> None:
-        self._child(self.spans, kind).inc()
+    def span(self, kind: str, count: int = 1) -> None:
+        self._child(self.spans, kind).inc(count)
 
     def dropped(self, reason: str) -> None:
         self._child(self.spans_dropped, reason).inc()

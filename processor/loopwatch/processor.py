@@ -14,13 +14,15 @@ from collections import deque
 from typing import Any
 
 from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import StatusCode
 from prometheus_client import CollectorRegistry
 
-from loopwatch.conventions.read import is_turn_span
+from loopwatch.conventions.read import is_turn_span, may_be_genai, read_span
 from loopwatch.core.assembler import DROP_ERROR, DROP_QUEUE_FULL, TurnAssembler
 from loopwatch.core.config import Config, load_config
+from loopwatch.core.records import KIND_OTHER, Link, kind_of
 from loopwatch.core.sink import Sink
 from loopwatch.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
 from loopwatch.metrics import metrics_for
@@ -32,12 +34,15 @@ _POLL_SECONDS = 0.1
 _SWEEP_SECONDS = 1.0
 
 
-def span_view(span: ReadableSpan) -> SpanView:
-    """An SDK span as the core reads it."""
+def _service(resource: Resource | None) -> str:
+    service = resource.attributes.get("service.name") if resource is not None else None
+    return str(service) if service else "unknown"
+
+
+def span_view(span: ReadableSpan, service: str | None = None) -> SpanView:
+    """An SDK span as the core reads it (``service``: its resource's, when already known)."""
     ctx = span.context
     parent = span.parent
-    resource = span.resource
-    service = resource.attributes.get("service.name") if resource is not None else None
     return SpanView(
         trace_id=ctx.trace_id if ctx is not None else 0,
         span_id=ctx.span_id if ctx is not None else 0,
@@ -53,7 +58,7 @@ def span_view(span: ReadableSpan) -> SpanView:
         else (),
         status_code=_STATUS.get(span.status.status_code, STATUS_UNSET),
         status_description=span.status.description or "",
-        service=str(service) if service else "unknown",
+        service=service if service is not None else _service(span.resource),
     )
 
 
@@ -84,6 +89,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
         self._stopped = False
         self._lock = threading.Lock()  # held while the worker processes a batch
         self._worker: threading.Thread | None = None
+        self._resource: tuple[Resource | None, str] | None = None  # the last one and its service
         self._start_worker()
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._after_fork)
@@ -112,6 +118,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._worker.join(timeout=5)
         with self._lock:
             self._safe(self._assembler.finalize_all)
+            self._safe(self.sink.open_turns, self._assembler.open_turns)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Wait until every span handed to ``on_end`` so far has been processed."""
@@ -149,6 +156,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
                 self._drain()
                 if clock() >= next_sweep:
                     self._safe(self._assembler.sweep)
+                    self._safe(self.sink.open_turns, self._assembler.open_turns)
                     next_sweep = clock() + _SWEEP_SECONDS
             if not self._queue:
                 self._idle.set()
@@ -156,26 +164,66 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._drain()
         self._idle.set()
 
+    def _service_of(self, resource: Resource | None) -> str:
+        # spans of one provider share one resource: its service is looked up once
+        last = self._resource
+        if last is None or last[0] is not resource:
+            last = self._resource = (resource, _service(resource))
+        return last[1]
+
+    def _started(self, span: Span) -> None:
+        ctx, parent = span.context, span.parent
+        name, attributes = span.name or "", span.attributes or {}
+        self._assembler.span_started(
+            ctx.trace_id,
+            ctx.span_id,
+            parent.span_id if parent is not None and not parent.is_remote else None,
+            may_be_genai(name, attributes) and is_turn_span(name, attributes),
+        )
+
+    def _ended(self, span: ReadableSpan) -> str:
+        """Read one finished span into the assembler; returns its kind."""
+        ctx = span.context
+        if may_be_genai(span.name or "", span.attributes or {}):
+            view = span_view(span, self._service_of(span.resource))
+            record = read_span(view, self.config)
+            self._assembler.add(view.trace_id, view.service, record)
+            return kind_of(record)
+        # a plain span: only its place in the trace matters, no view is built
+        parent = span.parent
+        start = span.start_time or 0
+        self._assembler.add(
+            ctx.trace_id,
+            self._service_of(span.resource),
+            Link(
+                ctx.span_id,
+                parent.span_id if parent is not None and not parent.is_remote else None,
+                start,
+                span.end_time or start,
+            ),
+        )
+        return KIND_OTHER
+
     def _drain(self) -> None:
         queue = self._queue
-        assembler = self._assembler
+        if not queue and not self._queue_drops:
+            return
+        counts: dict[str, int] = {}
         while queue:
             item = queue.popleft()
             try:
-                if isinstance(item, tuple):
-                    span = item[0]
-                    ctx, parent = span.context, span.parent
-                    assembler.span_started(
-                        ctx.trace_id,
-                        ctx.span_id,
-                        parent.span_id if parent is not None and not parent.is_remote else None,
-                        is_turn_span(span.name or "", span.attributes or {}),
-                    )
+                if type(item) is tuple:
+                    self._started(item[0])
                 else:
-                    assembler.add(span_view(item))
+                    kind = self._ended(item)  # type: ignore[arg-type]
+                    counts[kind] = counts.get(kind, 0) + 1
             except Exception:
                 log.debug("loopwatch: span not read", exc_info=True)
                 self._safe(self.sink.dropped, DROP_ERROR)
+        # counted once per batch: a metric update per span costs as much as reading it
+        for kind, count in counts.items():
+            self._safe(self.sink.span, kind, count)
+        self._safe(self.sink.open_turns, self._assembler.open_turns)
         drops = self._queue_drops
         while drops:
             drops.popleft()

@@ -7,7 +7,7 @@ versions each reader was checked against are in its module's docstring and docs/
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -40,6 +40,23 @@ FAMILIES = (GENAI, OPENINFERENCE, OPENLLMETRY)
 _TOOL_MARKERS = tuple(m for f in FAMILIES for m in f.tool)
 _TURN_MARKERS = tuple(m for f in FAMILIES for m in f.turn)
 _LLM_MARKERS = tuple(m for f in FAMILIES for m in f.llm)
+
+
+# Every attribute a marker above tests: a span with none of them, and whose name marks no
+# kind, is a plain span (a Link) without reading further. Keep in step with read_span.
+_MARKER_KEYS = frozenset(k for k, _ in (*_TOOL_MARKERS, *_TURN_MARKERS, *_LLM_MARKERS))
+_MARKER_NAME_PREFIXES = (*genai.TOOL_NAME_PREFIXES, *genai.TURN_NAME_PREFIXES)
+_MARKER_NAMES = genai.TOOL_SPAN_NAMES | genai.TURN_SPAN_NAMES | {LOGFIRE_FUNCTION_SPAN}
+
+
+def may_be_genai(name: str, attributes: Iterable[str]) -> bool:
+    """False only for a span that read_span reads as a Link (a cheap test on attribute keys
+    and the name, for the plain spans of a web app that share the process)."""
+    return (
+        not _MARKER_KEYS.isdisjoint(attributes)
+        or name.startswith(_MARKER_NAME_PREFIXES)
+        or name in _MARKER_NAMES
+    )
 
 
 def _attrs(families: tuple[Family, ...], field: str) -> tuple[str, ...]:

@@ -7,24 +7,12 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from loopwatch.conventions import read_span
 from loopwatch.core.config import Config
 from loopwatch.core.loop_log import log_loops
-from loopwatch.core.records import (
-    KIND_LLM,
-    KIND_OTHER,
-    KIND_TOOL,
-    KIND_TURN,
-    Link,
-    LlmMark,
-    Record,
-    ToolCall,
-    TurnMark,
-)
+from loopwatch.core.records import Link, Record, ToolCall, TurnMark
 from loopwatch.core.sink import Sink
-from loopwatch.core.spans import SpanView
 from loopwatch.core.summary import summarize
-from loopwatch.core.turns import ancestry, split_turns
+from loopwatch.core.turns import split_turns
 
 # Drop reasons (loopwatch_spans_dropped_total{reason}) and eviction reasons; all of them here,
 # so the metrics can show every one at 0 from the start.
@@ -41,21 +29,13 @@ EVICT_REASONS = (EVICT_IDLE, EVICT_CAPACITY, EVICT_SHUTDOWN)
 _FINALIZED_MEMORY_FACTOR = 4
 
 
-def _kind(record: Record) -> str:
-    if isinstance(record, ToolCall):
-        return KIND_TOOL
-    if isinstance(record, TurnMark):
-        return KIND_TURN
-    if isinstance(record, LlmMark):
-        return KIND_LLM
-    return KIND_OTHER
-
-
 @dataclass
 class _Trace:
     service: str
     last_seen: float
     records: dict[int, Record] = field(default_factory=dict)
+    # parent span id -> ids of the records under it: a turn's subtree without walking the trace
+    children: dict[int, dict[int, None]] = field(default_factory=dict)
     root_seen_at: float | None = None
     # in process, from span starts: agent/workflow spans and every span started inside one, so
     # an agent span that ends can tell whether it is outermost (its parent is not in here)
@@ -66,7 +46,10 @@ class _Trace:
 
 
 class TurnAssembler:
-    """Not thread-safe: the caller serialises ``add``/``sweep``/``finalize`` (one worker)."""
+    """Not thread-safe: the caller serialises ``add``/``sweep``/``finalize`` (one worker).
+
+    The caller reads spans into records (``loopwatch.conventions.read_span``), counts them
+    (``Sink.span``) and reports ``open_turns`` to the sink once per batch."""
 
     def __init__(
         self, config: Config, sink: Sink, clock: Callable[[], float] = time.monotonic
@@ -76,6 +59,8 @@ class TurnAssembler:
         self.clock = clock
         self._traces: OrderedDict[int, _Trace] = OrderedDict()  # least recently seen first
         self._finalized: OrderedDict[int, None] = OrderedDict()
+        # traces whose root has arrived, in order of arrival: those due are found at the front
+        self._rooted: OrderedDict[int, float] = OrderedDict()
 
     @property
     def open_turns(self) -> int:
@@ -109,63 +94,100 @@ class TurnAssembler:
         if len(trace.in_turn) < self.config.max_spans_per_turn:
             trace.in_turn.add(span_id)
 
-    def add(self, span: SpanView, *, root_finalizes: bool = True) -> None:
-        """Read one finished span. With ``root_finalizes`` (in process) a local root's end
-        finalizes its trace at once; the service passes False and finalizes after a grace."""
-        record = read_span(span, self.config)
-        self.sink.span(_kind(record))
-        trace_id = span.trace_id
+    def add(
+        self, trace_id: int, service: str, record: Record, *, root_finalizes: bool = True
+    ) -> None:
+        """Take one finished span's record. With ``root_finalizes`` (in process) a local root's
+        end finalizes its trace at once; the service passes False and finalizes after a grace."""
         if trace_id in self._finalized:
             self.sink.late()
             return
-        if root_finalizes and isinstance(record, Link):
+        span_id, parent_id = record.span_id, record.parent_id
+        if root_finalizes and type(record) is Link:
             # In process spans end children first, so a plain span that no kept span hangs
             # under is not needed for any turn: a web app's other spans cost no memory.
             known = self._traces.get(trace_id)
-            if known is None or span.span_id not in known.referenced:
-                if known is not None and span.parent_id is None:
+            if known is None or span_id not in known.referenced:
+                if known is not None and parent_id is None:
                     self.finalize(trace_id)
                 return
-        trace = self._trace(trace_id, span.service)
+        trace = self._trace(trace_id, service)
         if len(trace.records) >= self.config.max_spans_per_turn:
             self.sink.dropped(DROP_TURN_FULL)
             return
-        trace.records[span.span_id] = record
-        if span.parent_id is None:
-            trace.service = span.service
+        records = trace.records
+        if span_id in records:  # the same span id again: it replaces the first (as before)
+            self._unlink(trace, records[span_id])
+        records[span_id] = record
+        if parent_id is None:
+            trace.service = service
             trace.root_seen_at = trace.last_seen
+            self._rooted[trace_id] = trace.last_seen
+            self._rooted.move_to_end(trace_id)
             if root_finalizes:
                 self.finalize(trace_id)
-                return
         else:
-            trace.referenced.add(span.parent_id)
+            trace.referenced.add(parent_id)
+            siblings = trace.children.get(parent_id)
+            if siblings is None:
+                trace.children[parent_id] = {span_id: None}
+            else:
+                siblings[span_id] = None
             outermost_turn = (
-                isinstance(record, TurnMark)
-                and span.span_id in trace.in_turn
-                and span.parent_id not in trace.in_turn
+                type(record) is TurnMark
+                and span_id in trace.in_turn
+                and parent_id not in trace.in_turn
             )
             if root_finalizes and outermost_turn:
-                self._finalize_subtree(trace_id, trace, span.span_id)
-        self.sink.open_turns(len(self._traces))
+                self._finalize_subtree(trace_id, trace, span_id)
+
+    @staticmethod
+    def _unlink(trace: _Trace, record: Record) -> None:
+        if record.parent_id is not None:
+            siblings = trace.children.get(record.parent_id)
+            if siblings is not None:
+                siblings.pop(record.span_id, None)
+
+    def _subtree(self, trace: _Trace, anchor: int) -> list[int]:
+        """The spans whose outermost turn span is ``anchor`` (``anchor`` included): its
+        descendants among the records, unless a turn span above it holds them all."""
+        records = trace.records
+        seen = {anchor}
+        node = records[anchor].parent_id
+        while node is not None and node in records and node not in seen:
+            if type(records[node]) is TurnMark:
+                return [anchor]
+            seen.add(node)
+            node = records[node].parent_id
+        inside = [anchor]
+        seen = {anchor}
+        stack = [anchor]
+        children = trace.children
+        while stack:
+            for child in children.get(stack.pop(), ()):
+                if child not in seen and child in records:
+                    seen.add(child)
+                    inside.append(child)
+                    stack.append(child)
+        return inside
 
     def _finalize_subtree(self, trace_id: int, trace: _Trace, anchor: int) -> None:
         """An outermost agent span ended under a root that is still open (a batch job's span,
         a long request): its turn is complete, so finalize it now rather than at the root."""
-        inside = {
-            span_id
-            for span_id, (_, outer) in ancestry(trace.records).items()
-            if outer == anchor or span_id == anchor
-        }
+        inside = self._subtree(trace, anchor)
         records = {span_id: trace.records[span_id] for span_id in inside}
-        if not any(isinstance(r, ToolCall) for r in records.values()):
+        if not any(type(r) is ToolCall for r in records.values()):
             return  # not a turn by itself: it stays with the rest of the trace
         for span_id in inside:
-            del trace.records[span_id]
+            record = trace.records.pop(span_id)
+            self._unlink(trace, record)
+            trace.children.pop(span_id, None)
         self._emit(trace_id, trace, records)
 
     def finalize(self, trace_id: int, evicted: str | None = None) -> None:
         """Summarize every turn of the trace and forget its spans. ``evicted`` says why a
         trace is finalized before its root ended (counted per turn)."""
+        self._rooted.pop(trace_id, None)
         trace = self._traces.pop(trace_id, None)
         if trace is None:
             return
@@ -176,7 +198,6 @@ class TurnAssembler:
             limit = self.config.max_open_turns * _FINALIZED_MEMORY_FACTOR
             while len(self._finalized) > limit:
                 self._finalized.popitem(last=False)
-        self.sink.open_turns(len(self._traces))
 
     def _emit(
         self,
@@ -218,4 +239,13 @@ class TurnAssembler:
 
     def pending_roots(self) -> list[tuple[int, float]]:
         """(trace id, when its root arrived) for traces whose root has been seen."""
-        return [(t, tr.root_seen_at) for t, tr in self._traces.items() if tr.root_seen_at]
+        return list(self._rooted.items())
+
+    def finalize_rooted(self, deadline: float) -> None:
+        """Finalize the traces whose root arrived at ``deadline`` or before (oldest first)."""
+        rooted = self._rooted
+        while rooted:
+            trace_id, seen_at = next(iter(rooted.items()))
+            if seen_at > deadline:
+                break
+            self.finalize(trace_id)  # removes it from _rooted

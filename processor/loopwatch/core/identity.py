@@ -25,11 +25,15 @@ class _Missing:
 MISSING: Any = _Missing()
 
 
+# One encoder for every call: json.dumps with options builds a new one each time.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+)
+
+
 def canonical_json(value: Any) -> str:
     """Keys sorted recursively, no insignificant whitespace, numbers as JSON writes them."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
-    )
+    return _CANONICAL.encode(value)
 
 
 def short_hash(text: str, length: int = 16) -> str:

@@ -11,13 +11,13 @@ STATUS_OK = 1
 STATUS_ERROR = 2
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EventView:
     name: str
     attributes: Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SpanView:
     """One finished span, as the core reads it.
 

@@ -91,11 +91,20 @@ def summarize(
         if c.guard is not None:
             guarded[c.tool][c.guard] += 1
     calls = sorted((c for c in calls if c.guard is None), key=lambda c: (c.start_ns, c.span_id))
-    by_key: dict[AttemptKey, list[ToolCall]] = defaultdict(list)
-    by_tool: dict[str, list[ToolCall]] = defaultdict(list)
+    by_key: dict[AttemptKey, list[ToolCall]] = {}
+    by_tool: dict[str, list[ToolCall]] = {}
+    keys_of: dict[str, list[list[ToolCall]]] = {}  # tool -> its keys' calls: one pass per tool
     for c in calls:
-        by_key[c.key].append(c)
-        by_tool[c.tool].append(c)
+        key_calls = by_key.get(c.key)
+        if key_calls is None:
+            key_calls = by_key[c.key] = []
+            keys_of.setdefault(c.tool, []).append(key_calls)
+        key_calls.append(c)
+        tool_calls = by_tool.get(c.tool)
+        if tool_calls is None:
+            by_tool[c.tool] = [c]
+        else:
+            tool_calls.append(c)
 
     worst: list[ToolCall] = []
     for key_calls in by_key.values():
@@ -115,9 +124,8 @@ def summarize(
         loops: set[tuple[str, str]] = set()
         over_cap_ns = 0
         looping: list[tuple[AttemptKey, int]] = []
-        for key, key_calls in by_key.items():
-            if key.tool != tool:
-                continue
+        for key_calls in keys_of[tool]:
+            key = key_calls[0].key
             n = len(key_calls)
             max_attempts = max(max_attempts, n)
             error_class = key_calls[0].error_class

@@ -40,8 +40,8 @@ class Tally:
             self.worst.sort(key=lambda s: -s.max_attempts)
             del self.worst[_WORST_KEPT:]
 
-    def span(self, kind: str) -> None:
-        self.forward.span(kind)
+    def span(self, kind: str, count: int = 1) -> None:
+        self.forward.span(kind, count)
 
     def dropped(self, reason: str) -> None:
         self.forward.dropped(reason)

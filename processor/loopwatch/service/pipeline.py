@@ -10,9 +10,10 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 
-from loopwatch.conventions.read import is_turn_span
+from loopwatch.conventions.read import is_turn_span, read_span
 from loopwatch.core.assembler import DROP_ERROR, EVICT_SHUTDOWN, TurnAssembler
 from loopwatch.core.config import Config
+from loopwatch.core.records import Record, ToolCall, TurnMark, kind_of
 from loopwatch.core.sink import Sink
 from loopwatch.core.spans import SpanView
 from loopwatch.service.otlp import REMOTE_PARENT
@@ -112,6 +113,7 @@ class Pipeline:
 
     def _add(self, produce: Callable[[], Sequence[SpanView]]) -> None:
         add = self._assembler.add
+        config = self.config
         try:
             spans = produce()
         except Exception:
@@ -119,19 +121,36 @@ class Pipeline:
             with contextlib.suppress(Exception):
                 self.sink.dropped(DROP_ERROR)
             return
+        counts: dict[str, int] = {}
         for span in spans:
             try:
-                add(span, root_finalizes=False)
+                record = read_span(span, config)
+                kind = kind_of(record)
+                counts[kind] = counts.get(kind, 0) + 1
+                add(span.trace_id, span.service, record, root_finalizes=False)
                 if span.parent_id is not None:
-                    self._watch_process_root(span)
+                    self._watch_process_root(span, record)
             except Exception:
                 log.debug("loopwatch: span not read", exc_info=True)
                 with contextlib.suppress(Exception):
                     self.sink.dropped(DROP_ERROR)
+        # counted once per request: a metric update per span costs as much as reading it
+        self._safe(lambda: self._count(counts))
+        self._safe(self._report_open)
 
-    def _watch_process_root(self, span: SpanView) -> None:
+    def _count(self, counts: dict[str, int]) -> None:
+        for kind, count in counts.items():
+            self.sink.span(kind, count)
+
+    def _report_open(self) -> None:
+        self.sink.open_turns(self._assembler.open_turns)
+
+    def _watch_process_root(self, span: SpanView, record: Record) -> None:
         trace_id = span.trace_id
-        turn = is_turn_span(span.name, span.attributes)
+        # read_span tests for a turn span after a tool span, so only tool spans need asking
+        turn = type(record) is TurnMark or (
+            type(record) is ToolCall and is_turn_span(span.name, span.attributes)
+        )
         bound = self.config.max_open_turns
         if turn and trace_id not in self._with_turn:
             self._with_turn[trace_id] = None
@@ -148,9 +167,7 @@ class Pipeline:
 
     def _finalize_due(self) -> None:
         due = self.clock() - self.config.grace_seconds
-        for trace_id, root_seen_at in self._assembler.pending_roots():
-            if root_seen_at <= due:
-                self._assembler.finalize(trace_id)
+        self._assembler.finalize_rooted(due)
         roots = self._process_roots
         while roots and next(iter(roots.values())) <= due:
             trace_id, _ = roots.popitem(last=False)
@@ -164,6 +181,7 @@ class Pipeline:
             self._assembler.finalize(trace_id)
         rest = self._assembler.open_turns
         self._assembler.finalize_all(EVICT_SHUTDOWN)
+        self._report_open()
         self.finished_at_stop = (len(rooted), rest)
 
     def _run(self) -> None:
@@ -185,9 +203,11 @@ class Pipeline:
             now = self.clock()
             if now >= next_grace:
                 self._safe(self._finalize_due)
+                self._safe(self._report_open)
                 next_grace = now + _GRACE_CHECK_SECONDS
             if now >= next_sweep:
                 self._safe(self._assembler.sweep)
+                self._safe(self._report_open)
                 next_sweep = now + _SWEEP_SECONDS
         self._safe(self._finish)
         with self._cond:
