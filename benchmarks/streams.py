@@ -28,6 +28,8 @@ from opentelemetry.trace import Tracer
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
+
+__all__ = ["emit_turn"]
 from loopwatch.demo.scenarios import (
     Call,
     Turn,
@@ -239,12 +241,21 @@ def mixed_turn(rng: random.Random, i: int) -> Turn:
     return healthy(rng, rng.choice(["gpt-4.1", "claude-sonnet-4"]))
 
 
-def emit_mix(tracer: Tracer, turns: int, seed: int, plain_per_turn: int = 1) -> None:
+def emit_mix(
+    tracer: Tracer,
+    turns: int,
+    seed: int,
+    plain_per_turn: int = 1,
+    http_roots: bool = True,
+    first: int = 0,
+) -> None:
+    """``turns`` turns (``first`` is the index of the first, for the mix); a third under an
+    HTTP span (``http_roots``), each followed by ``plain_per_turn`` health checks."""
     rng = random.Random(seed)
     t = START_NS
-    for i in range(turns):
+    for i in range(first, first + turns):
         turn, convention = mixed_turn(rng, i), CONVENTIONS[i % 3]
-        if i % 3 == 1:
+        if http_roots and i % 3 == 1:
             root = _http(tracer, "POST /chat", "/chat", t)
             with trace.use_span(root, end_on_exit=False):
                 t = _db(tracer, t + MS)
@@ -258,6 +269,17 @@ def emit_mix(tracer: Tracer, turns: int, seed: int, plain_per_turn: int = 1) -> 
                 t = _db(tracer, t + MS)
             health.end(end_time=t + MS)
         t += 10 * MS
+
+
+def emit_plain(tracer: Tracer, requests: int) -> None:
+    """Web traffic only: an HTTP span with a database span under it, no GenAI at all."""
+    t = START_NS
+    for _ in range(requests):
+        health = _http(tracer, "GET /health", "/health", t)
+        with trace.use_span(health, end_on_exit=False):
+            t = _db(tracer, t + MS)
+        health.end(end_time=t + MS)
+        t += MS
 
 
 def _llm_only(rng: random.Random) -> Turn:
@@ -274,6 +296,9 @@ def emit_long_root(tracer: Tracer, turns: int, seed: int) -> None:
             turn = _llm_only(rng) if i % 2 else mixed_turn(rng, i + 2)
             t = emit_turn(tracer, turn, t + MS, CONVENTIONS[i % 3])
     root.end(end_time=t + MS)
+
+
+AGENT_ATTRIBUTES = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}
 
 
 def wide(calls: int, tools: int = 20) -> Turn:

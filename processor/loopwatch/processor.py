@@ -11,6 +11,7 @@ import logging
 import os
 import threading
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry.context import Context
@@ -39,26 +40,39 @@ def _service(resource: Resource | None) -> str:
     return str(service) if service else "unknown"
 
 
+def _readable(attributes: Any) -> Mapping[str, Any]:
+    """Attributes for reading only. The SDK keeps them in a plain dict inside a
+    BoundedAttributes, whose mapping interface costs a few Python calls per lookup (and the
+    conventions make a dozen): that dict is read directly where it is there, else a copy."""
+    inner = getattr(attributes, "_dict", None)
+    if type(inner) is dict:
+        return inner
+    return dict(attributes) if attributes else {}
+
+
+def _attributes(span: ReadableSpan) -> Mapping[str, Any]:
+    return _readable(getattr(span, "_attributes", None) or span.attributes)
+
+
 def span_view(span: ReadableSpan, service: str | None = None) -> SpanView:
     """An SDK span as the core reads it (``service``: its resource's, when already known)."""
     ctx = span.context
     parent = span.parent
+    start = span.start_time or 0
+    events = span.events
+    status = span.status
     return SpanView(
-        trace_id=ctx.trace_id if ctx is not None else 0,
-        span_id=ctx.span_id if ctx is not None else 0,
-        parent_id=parent.span_id if parent is not None and not parent.is_remote else None,
-        name=span.name or "",
-        start_ns=span.start_time or 0,
-        end_ns=span.end_time or span.start_time or 0,
-        # one copy into a plain dict: the SDK's mapping answers each lookup several calls deep,
-        # and the conventions make a dozen lookups per span
-        attributes=dict(span.attributes) if span.attributes else {},
-        events=tuple(EventView(e.name, dict(e.attributes or {})) for e in span.events)
-        if span.events
-        else (),
-        status_code=_STATUS.get(span.status.status_code, STATUS_UNSET),
-        status_description=span.status.description or "",
-        service=service if service is not None else _service(span.resource),
+        ctx.trace_id if ctx is not None else 0,
+        ctx.span_id if ctx is not None else 0,
+        parent.span_id if parent is not None and not parent.is_remote else None,
+        span.name or "",
+        start,
+        span.end_time or start,
+        _attributes(span),
+        tuple(EventView(e.name, _readable(e.attributes)) for e in events) if events else (),
+        _STATUS.get(status.status_code, STATUS_UNSET),
+        status.description or "",
+        service if service is not None else _service(span.resource),
     )
 
 
@@ -173,7 +187,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
 
     def _started(self, span: Span) -> None:
         ctx, parent = span.context, span.parent
-        name, attributes = span.name or "", span.attributes or {}
+        name, attributes = span.name or "", _attributes(span)
         self._assembler.span_started(
             ctx.trace_id,
             ctx.span_id,
@@ -184,7 +198,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
     def _ended(self, span: ReadableSpan) -> str:
         """Read one finished span into the assembler; returns its kind."""
         ctx = span.context
-        if may_be_genai(span.name or "", span.attributes or {}):
+        if may_be_genai(span.name or "", _attributes(span)):
             view = span_view(span, self._service_of(span.resource))
             record = read_span(view, self.config)
             self._assembler.add(view.trace_id, view.service, record)

@@ -7,7 +7,7 @@ versions each reader was checked against are in its module's docstring and docs/
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -49,14 +49,14 @@ _MARKER_NAME_PREFIXES = (*genai.TOOL_NAME_PREFIXES, *genai.TURN_NAME_PREFIXES)
 _MARKER_NAMES = genai.TOOL_SPAN_NAMES | genai.TURN_SPAN_NAMES | {LOGFIRE_FUNCTION_SPAN}
 
 
-def may_be_genai(name: str, attributes: Iterable[str]) -> bool:
+def may_be_genai(name: str, attributes: Mapping[str, Any]) -> bool:
     """False only for a span that read_span reads as a Link (a cheap test on attribute keys
-    and the name, for the plain spans of a web app that share the process)."""
-    return (
-        not _MARKER_KEYS.isdisjoint(attributes)
-        or name.startswith(_MARKER_NAME_PREFIXES)
-        or name in _MARKER_NAMES
-    )
+    and the name, for the plain spans of a web app that share the process). Lookups only, no
+    iteration: at a span's start its attributes may still change on another thread."""
+    for key in _MARKER_KEYS:
+        if key in attributes:
+            return True
+    return name.startswith(_MARKER_NAME_PREFIXES) or name in _MARKER_NAMES
 
 
 def _attrs(families: tuple[Family, ...], field: str) -> tuple[str, ...]:
@@ -287,7 +287,7 @@ def _tool_call(span: SpanView, config: Config, tool: str) -> ToolCall:
         error_class=error_class,
         result=fingerprint,
         arguments_known=known,
-        tool_version=short_hash(description, 8) if description else "",
+        tool_version=_description_hash(description) if description else "",
         agent=_text(_first(attrs, _TOOL_AGENT)),
         guard=_guard_decision(span),
         failed_identity=_failed_identity(tool, arguments, keying, known, errored),
@@ -308,6 +308,19 @@ def _failed_identity(
         return None
     failed = attempt_key(tool, arguments, "tool_error", keying)
     return failed.identity if failed.inferred else None
+
+
+_DESCRIPTION_HASHES: dict[str, str] = {}
+
+
+def _description_hash(description: str) -> str:
+    """A tool's version: the short hash of its description (the same few, over and over)."""
+    found = _DESCRIPTION_HASHES.get(description)
+    if found is None:
+        if len(_DESCRIPTION_HASHES) >= _VERSIONS_CACHE_ENTRIES:
+            _DESCRIPTION_HASHES.clear()
+        found = _DESCRIPTION_HASHES[description] = short_hash(description, 8)
+    return found
 
 
 def _keying_declaration(
@@ -338,8 +351,30 @@ def _guard_decision(span: SpanView) -> str | None:
     return decision if decision in GUARD_DECISIONS else "other"
 
 
+# An agent sends the same tool definitions with every model call: their hashes are kept, keyed
+# by the attribute's text (bounded in entries and in text length).
+_VERSIONS_CACHE: dict[tuple[Any, ...], tuple[tuple[str, str], ...]] = {}
+_VERSIONS_CACHE_ENTRIES = 64
+_VERSIONS_CACHE_TEXT = 64 * 1024
+
+
 def _tool_versions(attrs: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     """Tool name -> description hash, from the tool definitions an LLM span carries."""
+    raws = tuple(attrs.get(key) for key in GENAI.tool_definitions)
+    if "llm.tools.0.tool.json_schema" in attrs or not all(
+        r is None or (isinstance(r, str) and len(r) <= _VERSIONS_CACHE_TEXT) for r in raws
+    ):
+        return _read_tool_versions(attrs)
+    found = _VERSIONS_CACHE.get(raws)
+    if found is None:
+        found = _read_tool_versions(attrs)
+        if len(_VERSIONS_CACHE) >= _VERSIONS_CACHE_ENTRIES:
+            _VERSIONS_CACHE.clear()
+        _VERSIONS_CACHE[raws] = found
+    return found
+
+
+def _read_tool_versions(attrs: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     found: dict[str, str] = {}
     definitions: list[Any] = []
     for key in GENAI.tool_definitions:

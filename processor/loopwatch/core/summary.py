@@ -120,7 +120,7 @@ def summarize(
         declaration = config.declaration(tool)
         threshold = config.loop_threshold_for(declaration)
         max_attempts = 0
-        repeats: Counter[str] = Counter()
+        repeats: dict[str, int] = {}
         loops: set[tuple[str, str]] = set()
         over_cap_ns = 0
         looping: list[tuple[AttemptKey, int]] = []
@@ -130,7 +130,7 @@ def summarize(
             max_attempts = max(max_attempts, n)
             error_class = key_calls[0].error_class
             if n > 1:
-                repeats[error_class] += n - 1
+                repeats[error_class] = repeats.get(error_class, 0) + n - 1
             if n >= threshold:
                 loops.add((error_class, REPEAT))
                 looping.append((key, n))
@@ -140,18 +140,22 @@ def summarize(
         if streak is not None and streak >= config.no_rows_threshold_for(declaration):
             loops.add((OK, NO_ROWS))
         version = next((c.tool_version for c in tool_calls if c.tool_version), "")
+        classes: dict[str, int] = {}
+        for c in tool_calls:
+            classes[c.error_class] = classes.get(c.error_class, 0) + 1
+        decisions = guarded.pop(tool, None)
         tools.append(
             ToolSummary(
                 tool=tool,
                 tool_version=version or definition_versions.get(tool, ""),
                 max_attempts=max_attempts,
                 no_rows_streak=streak,
-                calls=tuple(sorted(Counter(c.error_class for c in tool_calls).items())),
+                calls=tuple(sorted(classes.items())),
                 repeats=tuple(sorted(repeats.items())),
                 loops=tuple(sorted(loops)),
                 over_cap_seconds=over_cap_ns / 1e9,
                 calls_without_arguments=sum(1 for c in tool_calls if not c.arguments_known),
-                guard_decisions=tuple(sorted(guarded.pop(tool, Counter()).items())),
+                guard_decisions=tuple(sorted(decisions.items())) if decisions else (),
                 calls_keyed_by_inference=sum(1 for c in tool_calls if c.key.inferred),
                 looping_keys=tuple(looping),
             )

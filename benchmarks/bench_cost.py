@@ -1,0 +1,394 @@
+"""What loopwatch costs in process, and whether any cost grows with the size of a trace.
+
+    .venv/bin/python benchmarks/bench_cost.py worker [--baseline REV] [--rounds 5]
+    .venv/bin/python benchmarks/bench_cost.py host [--rates 1000,5000] [--rounds 5]
+    .venv/bin/python benchmarks/bench_cost.py flat [--sizes 10,100,1000,10000] [--rounds 3]
+    .venv/bin/python benchmarks/bench_cost.py all --out benchmarks/results [--baseline REV]
+
+Every measurement runs in a fresh child process, rounds interleaved (the machine is shared and
+noisy: each figure is a median, each goal a ratio or a bound measured in the same run).
+``--baseline REV`` runs the same children against loopwatch as of a git revision (its
+``processor/`` exported to a temporary directory), so before and after share the run.
+
+worker: CPU time of the worker thread (time.thread_time) per span, span starts included, on
+  the realistic GenAI mix (streams.py: three conventions, 15-30 attributes a span), on plain
+  web spans that no GenAI span hangs under, and on the whole mix. Goals: <= 15 us and <= 3 us.
+host: a CPU-bound host (a loop of pure-Python work) that also emits the mix at a fixed span
+  rate: its work done per second with BatchSpanProcessor and loopwatch, over its work with
+  BatchSpanProcessor alone. Goal at 1,000 spans/s: >= 0.95.
+flat: worker CPU per span as one dimension grows: turns under one root, spans in one turn, open
+  traces (in process, and in the service's pipeline with every root waiting for its grace).
+  Goal: the largest over the smallest per-span cost <= 1.5 on each curve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, ""):
+    sys.path.insert(0, str(ROOT))
+
+
+# -- children: one measurement each, printed as JSON -------------------------------------------
+def _ends(events: Sequence[Any]) -> int:
+    return sum(1 for e in events if not isinstance(e, tuple))
+
+
+def _record_events(emit: Callable[[Any], None], events: list[Any] | None = None) -> list[Any]:
+    """Starts (as 1-tuples) and ends of the spans ``emit`` writes, in the order they happened."""
+    from opentelemetry.context import Context
+    from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+    from benchmarks.streams import provider
+
+    events = [] if events is None else events
+
+    class Recorder(SpanProcessor):
+        def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+            events.append((span,))
+
+        def on_end(self, span: ReadableSpan) -> None:
+            events.append(span)
+
+    emit(provider(5, Recorder()).get_tracer("bench"))
+    return events
+
+
+def _drain_ns(events: Sequence[Any], setup: Sequence[Any] = ()) -> int:
+    """Worker thread CPU for ``events`` (after ``setup``, untimed), queue filled beforehand."""
+    from prometheus_client import CollectorRegistry
+
+    from benchmarks.streams import CONFIG
+    from loopwatch import LoopwatchSpanProcessor
+
+    processor = LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry())
+    with processor._lock:  # the worker waits while the queue fills; this thread drains it
+        for part in (setup, events):  # the last one is timed
+            for e in part:
+                if isinstance(e, tuple):
+                    processor.on_start(e[0])
+                else:
+                    processor.on_end(e)
+            started = time.thread_time_ns()
+            processor._drain()
+            elapsed = time.thread_time_ns() - started
+    processor.shutdown()
+    return elapsed
+
+
+def _worker_stream(name: str) -> Callable[[Any], None]:
+    from benchmarks import streams
+
+    return {
+        "genai": lambda t: streams.emit_mix(t, 150, seed=1, plain_per_turn=0, http_roots=False),
+        "plain": lambda t: streams.emit_plain(t, 700),
+        "mix": lambda t: streams.emit_mix(t, 150, seed=1),
+    }[name]
+
+
+def child_worker(name: str, repeat: int) -> dict[str, Any]:
+    events = _record_events(_worker_stream(name))
+    spans = _ends(events)
+    ns = statistics.median(_drain_ns(events) for _ in range(repeat))
+    return {"us_per_span": ns / spans / 1000, "spans": spans}
+
+
+def _work() -> int:
+    return sum(i * i for i in range(300))
+
+
+def child_host(rate: float, seconds: float, attach: bool) -> dict[str, Any]:
+    """Work units done per second while emitting ``rate`` spans/s of the mix."""
+    from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from prometheus_client import CollectorRegistry
+
+    from benchmarks.streams import CONFIG, emit_mix, provider
+    from loopwatch import LoopwatchSpanProcessor
+
+    class Null(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    processors: list[Any] = [BatchSpanProcessor(Null(), max_queue_size=100_000)]
+    if attach:
+        processors.append(LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry()))
+    p = provider(9, *processors)
+    tracer = p.get_tracer("host")
+    emitted = [0]
+
+    class Counter(SpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            emitted[0] += 1
+
+    p.add_span_processor(Counter())
+    work = 0
+    turn = 0
+    cpu0 = time.process_time()
+    started = time.perf_counter()
+    while (elapsed := time.perf_counter() - started) < seconds:
+        if emitted[0] < rate * elapsed:
+            emit_mix(tracer, 1, seed=turn, first=turn)
+            turn += 1
+        else:
+            _work()
+            work += 1
+    elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu0
+    p.shutdown()
+    return {
+        "work_per_s": work / elapsed,
+        "spans_per_s": emitted[0] / elapsed,
+        "cpu_share": cpu / elapsed,
+    }
+
+
+def _flat_emit(curve: str, n: int) -> tuple[Callable[[Any], None], Callable[[Any], None] | None]:
+    """(the measured spans, the untimed setup before them) for one point of a curve."""
+    from opentelemetry import trace
+
+    from benchmarks import streams
+
+    if curve == "roots":
+        return (lambda t: streams.emit_long_root(t, n, seed=2)), None
+    if curve == "spans":
+        return (lambda t: streams.emit_turn(t, streams.wide(n), streams.START_NS)), None
+
+    def setup(t: Any) -> None:  # n turns whose agent span never ends: n open traces
+        for i in range(n):
+            agent = t.start_span("invoke_agent support", attributes=streams.AGENT_ATTRIBUTES)
+            with trace.use_span(agent, end_on_exit=False):
+                streams.emit_turn(t, streams.wide(1), streams.START_NS + i * streams.MS)
+
+    return (lambda t: streams.emit_mix(t, 60, seed=4, plain_per_turn=0)), setup
+
+
+def child_flat(curve: str, n: int, repeat: int) -> dict[str, Any]:
+    emit, setup = _flat_emit(curve, n)
+    events: list[Any] = []
+    split = [0]
+
+    def both(t: Any) -> None:  # one recording: the open traces and the measured spans
+        if setup is not None:
+            setup(t)
+        split[0] = len(events)
+        emit(t)
+
+    _record_events(both, events)
+    before, measured = events[: split[0]], events[split[0] :]
+    ns = statistics.median(_drain_ns(measured, before) for _ in range(repeat))
+    return {"us_per_span": ns / _ends(measured) / 1000, "spans": _ends(measured)}
+
+
+def child_flat_service(n: int, repeat: int) -> dict[str, Any]:
+    """The service's pipeline with ``n`` traces whose root is in, waiting for a long grace:
+    CPU (this process, the pipeline's worker included) per span of the measured turns."""
+    from dataclasses import replace
+
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    from prometheus_client import CollectorRegistry
+
+    from benchmarks import streams
+    from loopwatch.metrics import LoopwatchMetrics
+    from loopwatch.service.otlp import span_views
+    from loopwatch.service.pipeline import Pipeline
+
+    def views(spans: Sequence[Any]) -> list[list[Any]]:
+        out = []
+        for i in range(0, len(spans), 512):
+            body = encode_spans(spans[i : i + 512]).SerializePartialToString()
+            out.append(span_views(ExportTraceServiceRequest.FromString(body)).spans)
+        return out
+
+    pending = views(streams.record(lambda t: streams.emit_plain(t, n), seed=21))
+    measured = views(
+        streams.record(lambda t: streams.emit_mix(t, 60, seed=4, plain_per_turn=0), seed=22)
+    )
+    spans = sum(len(b) for b in measured)
+    times = []
+    for _ in range(repeat):
+        config = replace(streams.CONFIG, grace_seconds=3600.0)
+        pipeline = Pipeline(config, LoopwatchMetrics(CollectorRegistry()))
+        for b in pending:
+            pipeline.submit(b)
+        assert pipeline.flush(600)
+        time.sleep(0.2)  # a few grace checks with every root waiting
+        started = time.process_time()
+        for b in measured:
+            pipeline.submit(b)
+        assert pipeline.flush(600)
+        time.sleep(0.2)  # the grace checks that follow are part of the cost
+        times.append(time.process_time() - started)
+        pipeline.stop(600)
+    return {"us_per_span": statistics.median(times) / spans * 1e6, "spans": spans}
+
+
+# -- the parent: interleaved children, medians, the report --------------------------------------
+class Code:
+    """Where the children import loopwatch from: this checkout, or a revision's export."""
+
+    def __init__(self, label: str, path: Path) -> None:
+        self.label, self.path = label, path
+
+    def run(self, *args: str) -> dict[str, Any]:
+        env = dict(os.environ, PYTHONPATH=f"{self.path}{os.pathsep}{ROOT}")
+        out = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "child", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=1800,
+        )
+        if out.returncode:
+            raise SystemExit(f"child {args} failed:\n{out.stderr[-3000:]}")
+        result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+        return result
+
+
+def codes(baseline: str | None, keep: list[Any]) -> list[Code]:
+    current = Code("current", ROOT / "processor")
+    if not baseline:
+        return [current]
+    tmp = tempfile.TemporaryDirectory()
+    keep.append(tmp)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", baseline, "processor"], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", tmp.name], input=archive, check=True)
+    return [Code(f"baseline {baseline}", Path(tmp.name) / "processor"), current]
+
+
+def interleaved(
+    rounds: int, cells: list[tuple[str, Code, tuple[str, ...]]]
+) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in cells}
+    for r in range(rounds):
+        order = cells if r % 2 == 0 else cells[::-1]
+        for name, code, args in order:
+            out[name].append(code.run(*args))
+        print(f"  round {r + 1}/{rounds}", file=sys.stderr, flush=True)
+    return out
+
+
+def med(rows: list[dict[str, Any]], key: str) -> float:
+    return float(statistics.median(r[key] for r in rows))
+
+
+def worker(args: argparse.Namespace, keep: list[Any]) -> dict[str, Any]:
+    cells = [
+        (f"{code.label}/{stream}", code, ("worker", stream, "5"))
+        for code in codes(args.baseline, keep)
+        for stream in ("genai", "plain", "mix")
+    ]
+    rows = interleaved(args.rounds, cells)
+    report: dict[str, Any] = {}
+    for name, r in rows.items():
+        report[name] = {"us_per_span": round(med(r, "us_per_span"), 2), "spans": r[0]["spans"]}
+        print(f"worker {name:<28} {report[name]['us_per_span']:>7.2f} us/span", flush=True)
+    report["goals"] = {"genai_us": 15.0, "plain_us": 3.0}
+    return report
+
+
+def host(args: argparse.Namespace, keep: list[Any]) -> dict[str, Any]:
+    current = codes(None, keep)[0]
+    report: dict[str, Any] = {}
+    for rate in args.rates:
+        cells = [
+            (f"{rate}/{how}", current, ("host", str(rate), str(args.seconds), how))
+            for how in ("batch", "loopwatch")
+        ]
+        rows = interleaved(args.rounds, cells)
+        # the ratio of each round's pair, then the median: both saw the same machine
+        ratios = [
+            lw["work_per_s"] / b["work_per_s"]
+            for b, lw in zip(rows[f"{rate}/batch"], rows[f"{rate}/loopwatch"], strict=True)
+        ]
+        report[str(rate)] = {
+            "host_throughput_ratio": round(statistics.median(ratios), 3),
+            "ratios": [round(x, 3) for x in ratios],
+            "spans_per_s": round(med(rows[f"{rate}/loopwatch"], "spans_per_s")),
+        }
+        print(f"host at {rate} spans/s: keeps {report[str(rate)]['host_throughput_ratio']:.3f}")
+    report["goal_at_1000"] = 0.95
+    return report
+
+
+def flat(args: argparse.Namespace, keep: list[Any]) -> dict[str, Any]:
+    current = codes(None, keep)[0]
+    report: dict[str, Any] = {}
+    curves = {
+        "turns_under_one_root": ("flat", "roots"),
+        "spans_per_turn": ("flat", "spans"),
+        "open_traces": ("flat", "open"),
+        "open_traces_service": ("flat-service",),
+    }
+    for curve, head in curves.items():
+        cells = [(str(n), current, (*head, str(n), "3")) for n in args.sizes]
+        rows = interleaved(args.rounds, cells)
+        points = {n: round(med(r, "us_per_span"), 2) for n, r in rows.items()}
+        spread = max(points.values()) / min(points.values())
+        report[curve] = {"us_per_span": points, "largest_over_smallest": round(spread, 2)}
+        print(f"flat {curve:<22} {points}  spread {spread:.2f}x (goal <= 1.5)", flush=True)
+    return report
+
+
+def child(argv: list[str]) -> dict[str, Any]:
+    kind, rest = argv[0], argv[1:]
+    if kind == "worker":
+        return child_worker(rest[0], int(rest[1]))
+    if kind == "host":
+        return child_host(float(rest[0]), float(rest[1]), rest[2] == "loopwatch")
+    if kind == "flat":
+        return child_flat(rest[0], int(rest[1]), int(rest[2]))
+    if kind == "flat-service":
+        return child_flat_service(int(rest[0]), int(rest[1]))
+    raise SystemExit(f"unknown child {kind}")
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "child":
+        print(json.dumps(child(sys.argv[2:])))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=["worker", "host", "flat", "all"])
+    parser.add_argument("--baseline", help="git revision to measure too (worker)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=3.0, help="host: seconds per run")
+    parser.add_argument(
+        "--rates", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 5000]
+    )
+    parser.add_argument(
+        "--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[10, 100, 1000, 10000]
+    )
+    parser.add_argument("--out", help="directory for in-process-cost.json")
+    args = parser.parse_args()
+    keep: list[Any] = []
+    report: dict[str, Any] = {"cpus": os.cpu_count()}
+    for what, fn in (("worker", worker), ("host", host), ("flat", flat)):
+        if args.what in (what, "all"):
+            report[what] = fn(args, keep)
+    print(json.dumps(report, indent=2))
+    if args.out:
+        Path(args.out, f"in-process-{args.what}.json").write_text(
+            json.dumps(report, indent=2) + "\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
