@@ -1,7 +1,19 @@
 """``loopwatch serve`` under load: throughput against a decode-only baseline, and a soak.
 
+    .venv/bin/python benchmarks/bench_service.py rate [--copies 20] [--rounds 3] [--out DIR]
     .venv/bin/python benchmarks/bench_service.py throughput [--turns 3000] [--rounds 3]
     .venv/bin/python benchmarks/bench_service.py soak [--seconds 180] [--rate 40] [--out DIR]
+
+rate: the realistic stream of streams.py (spans with 15-30 attributes, as instrumentations write
+them; web spans beside the agents), encoded once into OTLP requests of 512 spans, copied with
+fresh trace ids, and sent pre-encoded from two driver processes (two connections each) over gRPC
+and over HTTP, so the figure is the service's, not the driver's:
+- service-grpc / service-http: into ``loopwatch serve`` (a process), timed from the start until
+  its ``loopwatch_spans_total`` reaches the number sent (every span read and assembled);
+- null-grpc: the same drivers into a gRPC server that only decodes and counts (the drivers' own
+  ceiling: it must sit far above the service's figure);
+- exporter: the same stream through the Python OTLP gRPC exporter (one driver process), which
+  is what a Python agent or a benchmark with the SDK would see.
 
 throughput: the same spans (seeded ids, so every process builds identical requests) go
 - decode-only: ``ExportTraceServiceRequest.FromString`` over the encoded requests (the baseline
@@ -24,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import random
 import statistics
 import subprocess
@@ -56,6 +69,9 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from prometheus_client import CollectorRegistry
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
@@ -124,6 +140,262 @@ def make_spans(turns: int, seed: int) -> list[ReadableSpan]:
 
 def batches(spans: Sequence[ReadableSpan]) -> list[Sequence[ReadableSpan]]:
     return [spans[i : i + BATCH] for i in range(0, len(spans), BATCH)]
+
+
+# -- pre-encoded requests from other processes ----------------------------------------------------
+EXPORT_METHOD = f"/{SERVICE}/Export"
+DRIVERS = 2
+RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED)
+CONNECTIONS = 2
+
+
+def realistic_requests(turns: int, seed: int) -> list[bytes]:
+    from benchmarks.streams import emit_mix, record
+
+    spans = record(lambda t: emit_mix(t, turns, seed=seed))
+    return [encode_spans(b).SerializePartialToString() for b in batches(spans)]
+
+
+def copies(bodies: list[bytes], count: int, first: int) -> list[bytes]:
+    """``count`` copies of the requests, each copy's traces under new trace ids."""
+    out = []
+    for k in range(first, first + count):
+        salt = (k + 1) << 64
+        for body in bodies:
+            request = ExportTraceServiceRequest.FromString(body)
+            for rs in request.resource_spans:
+                for ss in rs.scope_spans:
+                    for span in ss.spans:
+                        trace_id = int.from_bytes(span.trace_id, "big") ^ salt
+                        span.trace_id = trace_id.to_bytes(16, "big")
+            out.append(request.SerializeToString())
+    return out
+
+
+def span_count(bodies: Sequence[bytes]) -> int:
+    return sum(
+        len(ss.spans)
+        for body in bodies
+        for rs in ExportTraceServiceRequest.FromString(body).resource_spans
+        for ss in rs.scope_spans
+    )
+
+
+def _send_grpc(address: str, bodies: list[bytes]) -> int:
+    retries = 0
+    with grpc.insecure_channel(address) as channel:
+        export = channel.unary_unary(EXPORT_METHOD)  # bytes in, bytes out: no re-encoding
+        for body in bodies:
+            while True:
+                try:
+                    export(body, timeout=60)
+                    break
+                except grpc.RpcError as e:
+                    if e.code() not in RETRYABLE:
+                        raise
+                    retries += 1
+                    time.sleep(0.05)
+    return retries
+
+
+def _send_http(address: str, bodies: list[bytes]) -> int:
+    import http.client
+
+    host, port = address.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=60)
+    retries = 0
+    for body in bodies:
+        while True:
+            connection.request(
+                "POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"}
+            )
+            response = connection.getresponse()
+            response.read()
+            if response.status == 200:
+                break
+            if response.status not in (429, 502, 503, 504):
+                raise SystemExit(f"HTTP {response.status}")
+            retries += 1
+            time.sleep(0.05)
+    connection.close()
+    return retries
+
+
+def pre_drive(transport: str, address: str, path: str) -> None:
+    data: list[bytes] = pickle.loads(Path(path).read_bytes())
+    send = _send_grpc if transport == "grpc" else _send_http
+    parts = [data[i::CONNECTIONS] for i in range(CONNECTIONS)]
+    print("ready", flush=True)
+    sys.stdin.readline()  # "go"
+    started = time.perf_counter()
+    with ThreadPoolExecutor(CONNECTIONS) as pool:
+        retries = sum(pool.map(lambda part: send(address, part), parts))
+    seconds = time.perf_counter() - started
+    print(json.dumps({"seconds": seconds, "retries": retries}), flush=True)
+
+
+@contextmanager
+def pre_drivers(
+    transport: str, address: str, shares: list[list[bytes]], tmp: str
+) -> Iterator[list[subprocess.Popen[str]]]:
+    processes = []
+    for i, share in enumerate(shares):
+        path = Path(tmp, f"share-{i}.pickle")
+        path.write_bytes(pickle.dumps(share))
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, __file__, "pre-drive", transport, address, str(path)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        )
+    for p in processes:
+        assert p.stdout is not None
+        assert p.stdout.readline().strip() == "ready"
+    try:
+        yield processes
+    finally:
+        for p in processes:
+            p.wait(timeout=600)
+
+
+def _cpu(served: Served) -> float:
+    import psutil
+
+    times = psutil.Process(served.process.pid).cpu_times()
+    return float(times.user + times.system)
+
+
+def pre_into_service(
+    transport: str, shares: list[list[bytes]], sent: int, tmp: str
+) -> tuple[float, float]:
+    """(spans/s, spans per CPU-second of the service process)."""
+    served = Served(TOML.format(grace=0.5, open_turns=10_000, idle=300))
+    try:
+        address = served.grpc if transport == "grpc" else served.http
+        with pre_drivers(transport, address, shares, tmp) as ds:
+            cpu = _cpu(served)
+            started = min(go(d) for d in ds)
+            for d in ds:
+                result(d)
+            while served.samples().get("loopwatch_spans_total", 0) < sent:
+                time.sleep(0.25)  # a scrape takes the service's GIL: not too often
+            seconds = time.perf_counter() - started
+            cpu = _cpu(served) - cpu
+        return sent / seconds, sent / cpu
+    finally:
+        served.stop()
+
+
+def pre_into_null(shares: list[list[bytes]], sent: int, tmp: str) -> tuple[float, float]:
+    receiver = NullReceiver()
+    try:
+        with pre_drivers("grpc", receiver.address, shares, tmp) as ds:
+            started = min(go(d) for d in ds)
+            for d in ds:
+                result(d)
+            while receiver.spans < sent:
+                time.sleep(0.01)
+            return sent / (time.perf_counter() - started), float("nan")  # in this process
+    finally:
+        receiver.server.stop(None)
+
+
+def realistic_drive(endpoint: str, turns: int, seed: int) -> None:
+    from benchmarks.streams import emit_mix, record
+
+    work = batches(record(lambda t: emit_mix(t, turns, seed=seed)))
+    exporter = OTLPSpanExporter(endpoint=endpoint, insecure=True, timeout=60)
+    print("ready", flush=True)
+    sys.stdin.readline()  # "go"
+    started = time.perf_counter()
+    failures = sum(exporter.export(b) is not SpanExportResult.SUCCESS for b in work)
+    seconds = time.perf_counter() - started
+    spans = sum(len(b) for b in work)
+    print(json.dumps({"spans": spans, "seconds": seconds, "failures": failures}), flush=True)
+
+
+def exporter_into_service(turns: int) -> tuple[float, float]:
+    served = Served(TOML.format(grace=0.5, open_turns=10_000, idle=300))
+    try:
+        process = subprocess.Popen(
+            [sys.executable, __file__, "realistic-drive", served.grpc, str(turns), "3"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "ready"
+        cpu = _cpu(served)
+        started = go(process)
+        r = result(process)
+        process.wait(timeout=60)
+        while served.samples().get("loopwatch_spans_total", 0) < r["spans"]:
+            time.sleep(0.25)
+        assert r["failures"] == 0, r
+        seconds = time.perf_counter() - started
+        return r["spans"] / seconds, r["spans"] / (_cpu(served) - cpu)
+    finally:
+        served.stop()
+
+
+def rate(args: argparse.Namespace) -> None:
+    base = realistic_requests(args.turns, seed=1)
+    per_driver = max(1, args.copies // DRIVERS)
+    shares = [copies(base, per_driver, first=i * per_driver) for i in range(DRIVERS)]
+    sent = sum(span_count(share) for share in shares)
+    attrs = [
+        len(span.attributes)
+        for body in base
+        for rs in ExportTraceServiceRequest.FromString(body).resource_spans
+        for ss in rs.scope_spans
+        for span in ss.spans
+    ]
+    print(
+        f"{sent} spans in {sum(len(s) for s in shares)} requests from {DRIVERS} driver processes;"
+        f" attributes per span: median {statistics.median(attrs)}, max {max(attrs)}",
+        flush=True,
+    )
+    rows: dict[str, list[float]] = {}
+    cpu_rows: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_ in range(args.rounds):
+            runs = [
+                ("service-grpc", lambda: pre_into_service("grpc", shares, sent, tmp)),
+                ("service-http", lambda: pre_into_service("http", shares, sent, tmp)),
+                ("null-grpc", lambda: pre_into_null(shares, sent, tmp)),
+                ("exporter", lambda: exporter_into_service(args.exporter_turns)),
+            ]
+            for name, run in runs if round_ % 2 == 0 else runs[::-1]:
+                wall, per_cpu = run()
+                rows.setdefault(name, []).append(wall)
+                cpu_rows.setdefault(name, []).append(per_cpu)
+            print(
+                f"round {round_ + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in rows.items()),
+                flush=True,
+            )
+    m = {k: statistics.median(v) for k, v in rows.items()}
+    report = {
+        "spans_sent": sent,
+        "attributes_per_span": {"median": statistics.median(attrs), "max": max(attrs)},
+        "spans_per_second": {k: round(v) for k, v in m.items()},
+        # what one process does with one core to itself: spans over the service's CPU time
+        # (the machine is shared, so the wall-clock rate also measures the neighbours)
+        "spans_per_cpu_second": {
+            k: round(statistics.median(v)) for k, v in cpu_rows.items() if k != "null-grpc"
+        },
+        "rounds": {k: [round(x) for x in v] for k, v in rows.items()},
+        "rounds_per_cpu_second": {
+            k: [round(x) for x in v] for k, v in cpu_rows.items() if k != "null-grpc"
+        },
+        "ratio_service_grpc_to_null": round(m["service-grpc"] / m["null-grpc"], 3),
+        "goal_spans_per_second": 50_000,
+        "cpus": os.cpu_count(),
+    }
+    print(json.dumps(report, indent=2))
+    if args.out:
+        Path(args.out, "service-rate.json").write_text(json.dumps(report, indent=2) + "\n")
 
 
 # -- the driver (another process): the real exporter ---------------------------------------------
@@ -440,11 +712,23 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "drive":
         drive(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "pre-drive":
+        pre_drive(sys.argv[2], sys.argv[3], sys.argv[4])
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "realistic-drive":
+        realistic_drive(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "soak-drive":
         soak_drive(sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]))
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("rate")
+    r.add_argument("--turns", type=int, default=300, help="turns in the stream before copying")
+    r.add_argument("--copies", type=int, default=20)
+    r.add_argument("--exporter-turns", type=int, default=1500)
+    r.add_argument("--rounds", type=int, default=3)
+    r.add_argument("--out", help="directory for service-rate.json")
     t = sub.add_parser("throughput")
     t.add_argument("--turns", type=int, default=3000)
     t.add_argument("--rounds", type=int, default=3)
@@ -458,7 +742,7 @@ def main() -> None:
     s.add_argument("--every", type=float, default=5, help="sampling period, seconds")
     s.add_argument("--out", help="directory for service-soak.csv and .json")
     args = parser.parse_args()
-    throughput(args) if args.command == "throughput" else soak(args)
+    {"rate": rate, "throughput": throughput, "soak": soak}[args.command](args)
 
 
 if __name__ == "__main__":
