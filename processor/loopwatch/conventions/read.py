@@ -49,6 +49,41 @@ _MARKER_NAME_PREFIXES = (*genai.TOOL_NAME_PREFIXES, *genai.TURN_NAME_PREFIXES)
 _MARKER_NAMES = genai.TOOL_SPAN_NAMES | genai.TURN_SPAN_NAMES | {LOGFIRE_FUNCTION_SPAN}
 
 
+# Attributes read_span never looks at, by prefix: what instrumentations write in bulk (messages,
+# usage, request parameters) and the web and database conventions. The service skips them when it
+# converts an OTLP span (each attribute costs a microsecond there). Never list one read above;
+# tests/test_read_keys.py checks every convention test's span against this list.
+UNREAD_PREFIXES = (
+    "llm.input_messages.",
+    "llm.output_messages.",
+    "llm.token_count.",
+    "llm.invocation_parameters",
+    "llm.usage.",
+    "llm.request.functions.",
+    "llm.is_streaming",
+    "gen_ai.prompt.",
+    "gen_ai.completion.",
+    "gen_ai.usage.",
+    "gen_ai.response.id",
+    "gen_ai.response.finish_reasons",
+    "gen_ai.openai.",
+    "http.",
+    "url.",
+    "db.",
+    "server.",
+    "client.",
+    "network.",
+    "user_agent.",
+    "code.",
+    "thread.",
+    "session.",
+    "deployment.",
+    "logfire.msg",
+    "logfire.span_type",
+    "logfire.json_schema",
+)
+
+
 def may_be_genai(name: str, attributes: Mapping[str, Any]) -> bool:
     """False only for a span that read_span reads as a Link (a cheap test on attribute keys
     and the name, for the plain spans of a web app that share the process). Lookups only, no

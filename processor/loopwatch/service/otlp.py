@@ -12,6 +12,7 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from loopwatch.conventions.read import UNREAD_PREFIXES
 from loopwatch.core.spans import EventView, SpanView
 
 # SpanView.extra key: the parent is in another process (OTLP span flags say so).
@@ -129,13 +130,17 @@ def any_value(value: Any) -> Any:
     return _ANY[value.WhichOneof("value")](value)
 
 
-def attributes(pairs: Iterable[Any]) -> dict[str, Any]:
+def attributes(pairs: Iterable[Any], skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """OTLP key-values as a dict, without the keys that start with one of ``skip``."""
     out: dict[str, Any] = {}
     for kv in pairs:
+        key = kv.key
+        if skip and key.startswith(skip):
+            continue
         v = kv.value
         kind = v.WhichOneof("value")
         # the common case inline: most attributes are strings
-        out[kv.key] = v.string_value if kind == "string_value" else _ANY[kind](v)
+        out[key] = v.string_value if kind == "string_value" else _ANY[kind](v)
     return out
 
 
@@ -197,7 +202,7 @@ def span_views(request: Any) -> Decoded:
                         name=span.name,
                         start_ns=span.start_time_unix_nano,
                         end_ns=span.end_time_unix_nano or span.start_time_unix_nano,
-                        attributes=attributes(span.attributes),
+                        attributes=attributes(span.attributes, UNREAD_PREFIXES),
                         events=tuple(
                             EventView(e.name, attributes(e.attributes)) for e in span.events
                         ),

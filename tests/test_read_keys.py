@@ -1,0 +1,80 @@
+"""The shortcuts of the read path never change what it reads: the service skips attributes by
+prefix (conventions.read.UNREAD_PREFIXES) and the processor skips spans by their keys and name
+(may_be_genai); every convention test's span and every benchmark span is checked against both."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+import tests.test_conventions as conventions
+from benchmarks.streams import STREAMS, record
+from loopwatch.conventions.read import UNREAD_PREFIXES, may_be_genai, read_span
+from loopwatch.core.records import Link
+from loopwatch.core.spans import SpanView
+from loopwatch.processor import span_view
+
+
+class Recording(dict[str, Any]):
+    """Attributes that remember every key read_span asks for."""
+
+    asked: set[str]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.asked.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self.asked.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.asked.add(str(key))
+        return super().__contains__(key)
+
+
+def _views_in(value: Any) -> list[SpanView]:
+    if isinstance(value, SpanView):
+        return [value]
+    if isinstance(value, tuple | list):
+        return [v for item in value for v in _views_in(item)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [v for f in dataclasses.fields(value) for v in _views_in(getattr(value, f.name))]
+    return []
+
+
+def convention_views() -> list[SpanView]:
+    views = []
+    for value in vars(conventions).values():
+        if isinstance(value, dict):
+            for item in value.values():
+                views.extend(_views_in(item))
+    args = {"customer_id": "c_40912", "order_id": "88214", "summary": "refund not received"}
+    views.extend(build(args, step) for build in conventions.BUILDERS.values() for step in (0, 1))
+    return views
+
+
+def benchmark_views() -> list[SpanView]:
+    return [span_view(s) for name in sorted(STREAMS) for s in record(STREAMS[name])[:400]]
+
+
+@pytest.mark.parametrize("source", ["conventions", "benchmarks"])
+def test_no_attribute_read_is_skipped_and_no_genai_span_is_taken_for_plain(source: str) -> None:
+    views = convention_views() if source == "conventions" else benchmark_views()
+    assert len(views) > (60 if source == "conventions" else 1000)
+    asked: set[str] = set()
+    kinds = set()
+    for view in views:
+        attributes = Recording(view.attributes)
+        attributes.asked = asked
+        record_ = read_span(dataclasses.replace(view, attributes=attributes), conventions.DECLARED)
+        kinds.add(type(record_).__name__)
+        if not isinstance(record_, Link):
+            assert may_be_genai(view.name, view.attributes), view
+    assert {"ToolCall", "TurnMark"} <= kinds
+    assert source == "conventions" or "LlmMark" in kinds
+    skipped = sorted(k for k in asked if k.startswith(UNREAD_PREFIXES))
+    assert skipped == []
+    assert "gen_ai.tool.call.arguments" in asked
