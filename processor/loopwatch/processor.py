@@ -192,7 +192,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
             ctx.trace_id,
             ctx.span_id,
             parent.span_id if parent is not None and not parent.is_remote else None,
-            may_be_genai(name, attributes) and is_turn_span(name, attributes),
+            may_be_genai(name, attributes, ended=False) and is_turn_span(name, attributes),
         )
 
     def _ended(self, span: ReadableSpan) -> str:

@@ -84,13 +84,17 @@ UNREAD_PREFIXES = (
 )
 
 
-def may_be_genai(name: str, attributes: Mapping[str, Any]) -> bool:
+def may_be_genai(name: str, attributes: Mapping[str, Any], *, ended: bool = True) -> bool:
     """False only for a span that read_span reads as a Link (a cheap test on attribute keys
-    and the name, for the plain spans of a web app that share the process). Lookups only, no
-    iteration: at a span's start its attributes may still change on another thread."""
-    for key in _MARKER_KEYS:
-        if key in attributes:
+    and the name, for the plain spans of a web app that share the process). With ``ended``
+    False, lookups only: a started span's attributes may still change on another thread."""
+    if ended:
+        if not _MARKER_KEYS.isdisjoint(attributes):
             return True
+    else:
+        for key in _MARKER_KEYS:
+            if key in attributes:
+                return True
     return name.startswith(_MARKER_NAME_PREFIXES) or name in _MARKER_NAMES
 
 
