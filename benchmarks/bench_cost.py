@@ -160,6 +160,7 @@ def _flat_emit(curve: str, n: int) -> tuple[Callable[[Any], None], Callable[[Any
     from opentelemetry import trace
 
     from benchmarks import streams
+    from loopwatch.demo.emit import emit_turn
 
     repeat = max(1, 1000 // n)
     if curve == "roots":
@@ -173,16 +174,16 @@ def _flat_emit(curve: str, n: int) -> tuple[Callable[[Any], None], Callable[[Any
 
         def turns(t: Any) -> None:
             for i in range(repeat):
-                streams.emit_turn(t, streams.wide(n), streams.START_NS + i * 10**12)
+                emit_turn(t, streams.wide(n), streams.START_NS + i * 10**12)
 
-        return (lambda t: streams.emit_turn(t, streams.wide(60), streams.START_NS)), turns
+        return (lambda t: emit_turn(t, streams.wide(60), streams.START_NS)), turns
 
     def open_traces(t: Any) -> None:  # n turns whose agent span never ends: n open traces
         streams.emit_mix(t, 60, seed=4, plain_per_turn=0)
         for i in range(n):
             agent = t.start_span("invoke_agent support", attributes=streams.AGENT_ATTRIBUTES)
             with trace.use_span(agent, end_on_exit=False):
-                streams.emit_turn(t, streams.wide(1), streams.START_NS + i * streams.MS)
+                emit_turn(t, streams.wide(1), streams.START_NS + i * streams.MS)
 
     return open_traces, (lambda t: streams.emit_mix(t, 60, seed=4, plain_per_turn=0))
 

@@ -28,8 +28,6 @@ from opentelemetry.trace import Tracer
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
-
-__all__ = ["emit_turn"]
 from loopwatch.demo.scenarios import (
     Call,
     Turn,
