@@ -2,8 +2,11 @@
 
     .venv/bin/python benchmarks/golden.py --write     # regenerate tests/golden/ (deliberately)
 
-tests/test_golden_metrics.py compares today's code against the files written from the code
+tests/test_golden_metrics.py compares today's code against the files written by the code
 before the performance work (issue 11), so any change in what is exported shows as a diff.
+When a change means to alter the numbers, write them with the code before it, e.g.
+``git archive main processor | tar -x -C /tmp/before`` and ``PYTHONPATH=/tmp/before/processor:.``
+in front of the command above; then the test checks that the change did only that.
 Times of day (first-seen gauges, ``_created``, exemplar timestamps) are masked.
 """
 
