@@ -371,13 +371,13 @@ def _keying_declaration(
     fields = declaration.identity if declaration is not None else None
     if declaration is None or not fields or declaration.whole_arguments:
         return declaration
-    whole = replace(declaration, identity=(WHOLE_ARGUMENTS,))
     if not isinstance(arguments, dict | list):
         # a bare value stands for the one declared field (core.identity), never for several
-        return declaration if len(fields) == 1 else whole
-    if any(get_path(arguments, f) is not MISSING for f in fields):
+        if len(fields) == 1:
+            return declaration
+    elif any(get_path(arguments, f) is not MISSING for f in fields):
         return declaration
-    return whole
+    return replace(declaration, identity=(WHOLE_ARGUMENTS,))  # built only when needed: slow
 
 
 def _guard_decision(span: SpanView) -> str | None:
