@@ -67,16 +67,15 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.id_generator import IdGenerator
 from prometheus_client import CollectorRegistry
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.streams import SeededIds, mixed_turn
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
-from loopwatch.demo.scenarios import Turn, eleven_empty_searches, flaky, fourteen_tickets, healthy
 from loopwatch.metrics import LoopwatchMetrics
 from loopwatch.service.grpc_server import SERVICE
 from loopwatch.service.otlp import span_views
@@ -100,28 +99,6 @@ CONFIG = Config(
     grace_seconds=0.5,
     queue_spans=10**7,
 )
-
-
-class SeededIds(IdGenerator):
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-
-    def generate_span_id(self) -> int:
-        return self.rng.getrandbits(64) or 1
-
-    def generate_trace_id(self) -> int:
-        return self.rng.getrandbits(128) or 1
-
-
-def mixed_turn(rng: random.Random, i: int) -> Turn:
-    """Mostly healthy traffic, some retries, now and then one of the two incidents."""
-    if i % 50 == 0:
-        return fourteen_tickets()
-    if i % 50 == 1:
-        return eleven_empty_searches()
-    if i % 5 == 0:
-        return flaky(rng, "gpt-4.1", attempts=rng.randint(2, 4))
-    return healthy(rng, rng.choice(["gpt-4.1", "claude-sonnet-4"]))
 
 
 def make_spans(turns: int, seed: int) -> list[ReadableSpan]:
@@ -302,25 +279,11 @@ def pre_into_null(shares: list[list[bytes]], sent: int, tmp: str) -> tuple[float
         receiver.server.stop(None)
 
 
-def realistic_drive(endpoint: str, turns: int, seed: int) -> None:
-    from benchmarks.streams import emit_mix, record
-
-    work = batches(record(lambda t: emit_mix(t, turns, seed=seed)))
-    exporter = OTLPSpanExporter(endpoint=endpoint, insecure=True, timeout=60)
-    print("ready", flush=True)
-    sys.stdin.readline()  # "go"
-    started = time.perf_counter()
-    failures = sum(exporter.export(b) is not SpanExportResult.SUCCESS for b in work)
-    seconds = time.perf_counter() - started
-    spans = sum(len(b) for b in work)
-    print(json.dumps({"spans": spans, "seconds": seconds, "failures": failures}), flush=True)
-
-
 def exporter_into_service(turns: int) -> tuple[float, float]:
     served = Served(TOML.format(grace=0.5, open_turns=10_000, idle=300))
     try:
         process = subprocess.Popen(
-            [sys.executable, __file__, "realistic-drive", served.grpc, str(turns), "3"],
+            [sys.executable, __file__, "drive", served.grpc, str(turns), "3", "realistic"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -399,8 +362,14 @@ def rate(args: argparse.Namespace) -> None:
 
 
 # -- the driver (another process): the real exporter ---------------------------------------------
-def drive(endpoint: str, turns: int, seed: int) -> None:
-    work = batches(make_spans(turns, seed))
+def drive(endpoint: str, turns: int, seed: int, realistic: bool = False) -> None:
+    """``realistic``: the stream of streams.py (15-30 attributes a span), else the demo's."""
+    if realistic:
+        from benchmarks.streams import emit_mix, record
+
+        work = batches(record(lambda t: emit_mix(t, turns, seed=seed)))
+    else:
+        work = batches(make_spans(turns, seed))
     exporter = OTLPSpanExporter(endpoint=endpoint, insecure=True, timeout=60)
     print("ready", flush=True)
     sys.stdin.readline()  # "go"
@@ -710,13 +679,10 @@ def soak(args: argparse.Namespace) -> None:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "drive":
-        drive(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        drive(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:] == ["realistic"])
         return
     if len(sys.argv) > 1 and sys.argv[1] == "pre-drive":
         pre_drive(sys.argv[2], sys.argv[3], sys.argv[4])
-        return
-    if len(sys.argv) > 1 and sys.argv[1] == "realistic-drive":
-        realistic_drive(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "soak-drive":
         soak_drive(sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]))
