@@ -290,3 +290,15 @@ def test_tool_version_and_first_seen_markers(declared: Pipeline) -> None:
 def test_a_tool_that_only_failed_has_no_streak_observation(declared: Pipeline) -> None:
     emit_turn(declared.tracer, fourteen_tickets(), 10 * S)
     assert declared.value("loopwatch_no_rows_streak_count", tool="create_ticket") == 0
+
+
+def test_a_turn_under_a_web_request_span_carries_the_service_name() -> None:
+    """An agent run inside a plain HTTP server span (FastAPI, Flask) is finalized when the agent
+    ends, before the request span: its service is still the resource's, not ``unknown``."""
+    p = Pipeline(DECLARED, service="helpdesk-api")
+    with p.tracer.start_as_current_span("POST /chat", attributes={"http.request.method": "POST"}):
+        emit_turn(p.tracer, fourteen_tickets(), 1000 * S)
+    assert p.value("loopwatch_turns_total", service="helpdesk-api") == 1
+    assert p.value("loopwatch_turn_max_attempts_sum", service="helpdesk-api") == 14
+    assert p.value("loopwatch_turns_total", service="unknown") == 0
+    p.close()

@@ -19,6 +19,7 @@ from loopwatch.core.turns import split_turns
 DROP_TURN_FULL = "turn_full"
 DROP_ERROR = "error"
 DROP_QUEUE_FULL = "queue_full"  # in process: the span queue was full
+UNKNOWN_SERVICE = "unknown"
 DROP_INVALID_ID = "invalid_id"  # the service: an OTLP span without a valid trace or span id
 DROP_REASONS = (DROP_QUEUE_FULL, DROP_TURN_FULL, DROP_ERROR, DROP_INVALID_ID)
 EVICT_IDLE = "idle"
@@ -77,6 +78,8 @@ class TurnAssembler:
         else:
             trace.last_seen = now
             self._traces.move_to_end(trace_id)
+            if trace.service == UNKNOWN_SERVICE:  # opened by a span start, before any span ended
+                trace.service = service
         return trace
 
     def span_started(
@@ -90,7 +93,7 @@ class TurnAssembler:
         inside = trace is not None and parent_id in trace.in_turn
         if not (is_turn or inside):
             return  # plain traffic: nothing is kept for it
-        trace = trace if trace is not None else self._trace(trace_id, "unknown")
+        trace = trace if trace is not None else self._trace(trace_id, UNKNOWN_SERVICE)
         if len(trace.in_turn) < self.config.max_spans_per_turn:
             trace.in_turn.add(span_id)
 
