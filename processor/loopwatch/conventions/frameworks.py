@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from loopwatch.conventions.family import Family
+from loopwatch.core.outcomes import MAX_EXAMINED_CHARS
 from loopwatch.core.spans import SpanView
 
 ADK = Family(
@@ -41,7 +42,8 @@ def adk_result_disabled(attrs: Any) -> bool:
 # ``{"message": "Error running tool (non-fatal)", "data": {"tool_name": ..., "error": str(e)}}``;
 # the OpenInference bridge writes it as the status description ``"{message}: {data!r}"``. Only
 # the ``error`` text says what failed (the tool name could read as a class: ``check_timeout``).
-_OPENAI_AGENTS_SPAN_ERROR = re.compile(r"^(Error running [\w ]*tool[^:]*): (\{.*\})\s*$", re.S)
+# The atomic group keeps it linear: retrying each earlier "tool" made "tool tool ..." quadratic.
+_OPENAI_AGENTS_SPAN_ERROR = re.compile(r"^(Error running (?>[\w ]*tool)[^:]*+): (\{.*\})\s*$", re.S)
 # What the SDK itself hands the model as the tool's output when it answers for the tool: its
 # per-tool timeout (``error_as_result``, span status left OK) and its default error function.
 _OPENAI_AGENTS_ERROR_RESULTS = (
@@ -53,7 +55,7 @@ _OPENAI_AGENTS_ERROR_RESULTS = (
 def openai_agents_error_text(description: str) -> str | None:
     """The ``error`` text inside an OpenAI Agents "Error running tool (non-fatal): {...}"
     status description; None when the description has another shape."""
-    match = _OPENAI_AGENTS_SPAN_ERROR.match(description)
+    match = _OPENAI_AGENTS_SPAN_ERROR.match(description, 0, MAX_EXAMINED_CHARS)
     if match is None:
         return None
     from loopwatch.conventions.payloads import parse_text
@@ -69,7 +71,7 @@ _ERROR_TEXT_TYPE = re.compile(r"^\s*Error: ([A-Za-z_][\w.]*)(?:\(| - )")
 
 
 def error_type_in_text(text: str) -> str | None:
-    match = _ERROR_TEXT_TYPE.match(text)
+    match = _ERROR_TEXT_TYPE.match(text, 0, MAX_EXAMINED_CHARS)
     return match.group(1) if match else None
 
 

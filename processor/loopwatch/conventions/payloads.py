@@ -18,6 +18,9 @@ REDACTED = frozenset({"__REDACTED__", "<redacted>", "[REDACTED]", "[redacted]"})
 # Past this a payload is not parsed; its identity is the hash of the raw text (still exact for
 # byte-equal repeats, which is all a huge payload can be compared on cheaply).
 MAX_PARSE_CHARS = 256 * 1024
+# Python literals (LangChain's ``str(dict)``) go through CPython's parser, linear only up to a
+# few thousand tokens and ~100 times slower than JSON: past this such a text stays a text.
+MAX_LITERAL_CHARS = 4 * 1024
 _UNWRAP_DEPTH = 6
 
 
@@ -32,7 +35,7 @@ def parse_text(text: str) -> Any:
             return json.loads(stripped)
         except (ValueError, RecursionError):
             pass
-    if first in "{[(" or first in "'\"":
+    if len(stripped) <= MAX_LITERAL_CHARS and (first in "{[(" or first in "'\""):
         try:
             value = ast.literal_eval(stripped)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):

@@ -24,6 +24,9 @@ ERROR_CLASSES = (
 )
 EMPTY = "empty"
 ROWS = "rows"
+# How much of one message, error type or status description is read to classify it: what
+# names the failure comes first, and a bound keeps a hostile megabyte-long message cheap.
+MAX_EXAMINED_CHARS = 16 * 1024
 
 # Exception classes whose name alone decides (last dotted component, lower case).
 _SPECIFIC_TYPES = {
@@ -110,7 +113,7 @@ _ERROR_RESULT = re.compile(
 
 
 def _type_name(text: str) -> str:
-    return text.rsplit(".", 1)[-1].strip().lower()
+    return text[-MAX_EXAMINED_CHARS:].rsplit(".", 1)[-1].strip().lower()
 
 
 def classify_error(types: Iterable[str], messages: Iterable[str]) -> str:
@@ -125,7 +128,7 @@ def classify_error(types: Iterable[str], messages: Iterable[str]) -> str:
         if not text:
             continue
         for cls, pattern in _MESSAGE_PATTERNS:
-            if pattern.search(text):
+            if pattern.search(text, 0, MAX_EXAMINED_CHARS):
                 return cls
     for t in type_list:
         cls = _WEAK_TYPE_CLASS.get(_type_name(t))

@@ -1,0 +1,262 @@
+"""Hostile text costs linear time: every pattern the package compiles, and the read path's parsers.
+
+Costs are ratios to a linear pass over the same input (a regular expression that visits each
+character once), measured at two sizes: a pattern that backtracks quadratically shows as a ratio
+that grows with the input. No wall-clock bound."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import loopwatch
+from loopwatch.conventions import frameworks
+from loopwatch.conventions.payloads import decode_arguments, decode_result, parse_text
+from loopwatch.conventions.read import read_span
+from loopwatch.core.config import Config
+from loopwatch.core.outcomes import MAX_EXAMINED_CHARS, classify_error
+from loopwatch.core.spans import STATUS_ERROR, EventView, SpanView
+
+SMALL, LARGE = 4_000, 16_000  # characters; LARGE = 4 x SMALL, so quadratic shows as x4
+MAX_GROWTH = 2.0  # ratio at LARGE over ratio at SMALL: ~1 when linear, ~4 when quadratic
+MAX_RATIO = 3000.0  # a pattern's cost in linear passes: ~250 for 8 alternations, IGNORECASE
+_LINEAR = re.compile(r"[^\x00]*")  # one pass: each character visited once, in the same engine
+
+
+def _package_modules() -> Iterator[Any]:
+    for info in pkgutil.walk_packages(loopwatch.__path__, "loopwatch."):
+        yield importlib.import_module(info.name)
+
+
+def _patterns_in(value: Any, depth: int = 0) -> Iterator[re.Pattern[str]]:
+    if isinstance(value, re.Pattern):
+        yield value
+    elif depth < 3 and isinstance(value, tuple | list):
+        for item in value:
+            yield from _patterns_in(item, depth + 1)
+    elif depth < 3 and isinstance(value, dict):
+        for item in value.values():
+            yield from _patterns_in(item, depth + 1)
+
+
+def compiled_patterns() -> dict[str, re.Pattern[str]]:
+    """Every pattern object held by a loopwatch module (module constants, tuples of them)."""
+    found: dict[int, tuple[str, re.Pattern[str]]] = {}
+    for module in _package_modules():
+        for name, value in vars(module).items():
+            for i, pattern in enumerate(_patterns_in(value)):
+                found.setdefault(id(pattern), (f"{module.__name__}.{name}[{i}]", pattern))
+    return dict(found.values())
+
+
+def _re_calls() -> list[str]:
+    """Every call of the ``re`` module in the package source, as ``file:line re.fn``."""
+    calls = []
+    root = Path(loopwatch.__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "re":
+                calls.append(f"{path.name}:{node.lineno} from re import")
+            if isinstance(node, ast.Import):
+                calls.extend(
+                    f"{path.name}:{node.lineno} import re as {a.asname}"
+                    for a in node.names
+                    if a.name == "re" and a.asname
+                )
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "re"
+            ):
+                calls.append(f"{path.name}:{node.lineno} re.{node.func.attr}")
+    return calls
+
+
+def test_every_regular_expression_is_a_module_constant_the_suite_finds() -> None:
+    calls = _re_calls()
+    # a pattern built inside a function (re.search("...", text)) escapes the test below
+    assert all(c.endswith(" re.compile") for c in calls), calls
+    assert len(compiled_patterns()) == len(calls) >= 10
+
+
+# Adversarial inputs are built from the pattern itself: its literal words, and one character
+# of each class it repeats, pumped after each word (the shape of "Error running tool tool ...").
+_CLASS_SAMPLES = (" ", "a", "1", ".", ":", "'", "{", "}", "\t", "_", "-", "(", "\n", "é")
+
+
+def _words(pattern: re.Pattern[str]) -> list[str]:
+    source = re.sub(r"\\[a-zA-Z]|\[[^\]]*\]|\(\?[:>=!<]*|[()|*+?{}^$]", "|", pattern.pattern)
+    return sorted({w for w in source.replace("\\", "").split("|") if w.strip()})
+
+
+def _candidates(pattern: re.Pattern[str]) -> list[Callable[[int], str]]:
+    units = [*_words(pattern), *_CLASS_SAMPLES]
+    out: list[Callable[[int], str]] = []
+    for unit in units:
+        out.append(lambda n, u=unit: (u * (n // len(u) + 1))[:n])
+        for head in _words(pattern):
+            out.append(lambda n, h=head, u=unit: h + (u * (n // len(u) + 1))[: n - len(h)])
+            out.append(lambda n, h=head, u=unit: h + ((u + "!") * n)[: n - len(h)])
+    return out
+
+
+# Thread CPU time, not wall time: on a shared machine a preempted thread's clock stops.
+_clock = time.thread_time
+
+
+def _cost(fn: Callable[[str], object], text: str, rounds: int = 3) -> float:
+    """Least of ``rounds`` samples (noise only adds); each repeats ``fn`` for ~2 ms."""
+    start = _clock()
+    fn(text)
+    once = _clock() - start
+    repeat = max(1, int(0.002 / max(once, 1e-6)))
+    best = float("inf")
+    for _ in range(rounds):
+        start = _clock()
+        for _ in range(repeat):
+            fn(text)
+        best = min(best, (_clock() - start) / repeat)
+    return max(best, 1e-9)
+
+
+def _once(fn: Callable[[str], object], text: str) -> float:
+    """One call's cost over one linear pass's: a quick screen, not a measurement."""
+    start = time.perf_counter()
+    fn(text)
+    middle = time.perf_counter()
+    _LINEAR.match(text)
+    return (middle - start) / max(time.perf_counter() - middle, 1e-7)
+
+
+def _ratio(fn: Callable[[str], object], text: str) -> float:
+    """Cost of ``fn`` over the cost of one linear pass over the same text."""
+    return _cost(fn, text) / _cost(_LINEAR.match, text)
+
+
+def _growth(fn: Callable[[str], object], make: Callable[[int], str]) -> tuple[float, float]:
+    """(ratio at LARGE, ratio at LARGE / ratio at SMALL), each the least of up to three
+    measurements: the machine is shared, and noise only ever adds time."""
+    ratio = growth = float("inf")
+    for _ in range(3):
+        small, large = _ratio(fn, make(SMALL)), _ratio(fn, make(LARGE))
+        ratio, growth = min(ratio, large), min(growth, large / small)
+        if growth <= MAX_GROWTH and ratio <= MAX_RATIO:
+            break
+    return ratio, growth
+
+
+def test_every_compiled_pattern_is_linear_on_adversarial_input() -> None:
+    report = []
+    for name, pattern in compiled_patterns().items():
+        # search tries every start: it costs at least what match does, so it is the bound
+        search = pattern.search
+        candidates = _candidates(pattern)
+        # screen every candidate once at the small size; the worst few are measured properly
+        screened = sorted(candidates, key=lambda make: _once(search, make(SMALL)), reverse=True)
+        for make in screened[:3]:
+            ratio, growth = _growth(search, make)
+            report.append((name, make(40)[:40], round(ratio, 1), round(growth, 2)))
+            assert ratio <= MAX_RATIO and growth <= MAX_GROWTH, report[-1]
+    print(*report, sep="\n")  # the figures, for pytest -s
+
+
+def test_the_reported_status_message_is_linear() -> None:
+    """The span of the report: a tool span whose status says "Error running tool tool ..."."""
+
+    def tool_span(description: str) -> SpanView:
+        attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}
+        return SpanView(
+            1,
+            2,
+            1,
+            "execute_tool t",
+            0,
+            1,
+            attrs,
+            status_code=STATUS_ERROR,
+            status_description=description,
+        )
+
+    config = Config()
+    ratio, growth = _growth(
+        lambda text: read_span(tool_span(text), config),
+        lambda n: "Error running " + "tool " * (n // 5),
+    )
+    assert growth <= MAX_GROWTH and ratio <= 10 * MAX_RATIO, (ratio, growth)
+
+
+_TEXTS: dict[str, Callable[[int], str]] = {
+    "agents error": lambda n: "Error running tool (non-fatal): {" + "'a': 1, " * (n // 8) + "}",
+    "tools": lambda n: "Error running " + "tool " * (n // 5),
+    "colons": lambda n: "Error running tool" + ": {" * (n // 3),
+    "braces": lambda n: "Error running tool: {" + "} " * (n // 2),
+    "json list": lambda n: "[" + "1," * (n // 2) + "1]",
+    "literal list": lambda n: "[" + "1," * (n // 2) + "1",
+    "literal dict": lambda n: "{" + "'a':1," * (n // 6) + "}",
+    "nesting": lambda n: "[" * n,
+    "quotes": lambda n: "'" * n,
+    "error words": lambda n: "Error: " + "TimeoutError" * (n // 12),
+    "spaces": lambda n: "Error: " + " " * n,
+    "numbers": lambda n: "9" * n,
+}
+
+
+def _read_path(text: str) -> object:
+    return (
+        parse_text(text),
+        decode_arguments(text),
+        decode_result(text),
+        classify_error([text], [text]),
+        frameworks.openai_agents_error_text(text),
+        frameworks.error_type_in_text(text),
+        frameworks.framework_error_result(text),
+        read_span(
+            SpanView(
+                1,
+                2,
+                1,
+                "execute_tool t",
+                0,
+                1,
+                {
+                    "gen_ai.tool.name": "t",
+                    "gen_ai.tool.call.arguments": text,
+                    "gen_ai.tool.call.result": text,
+                    "error.type": text,
+                },
+                (EventView("exception", {"exception.message": text}),),
+                STATUS_ERROR,
+                text,
+            ),
+            Config(),
+        ),
+    )
+
+
+def test_the_read_path_is_linear_on_adversarial_text() -> None:
+    report = []
+    for name, make in _TEXTS.items():
+        ratio, growth = _growth(_read_path, make)
+        report.append((name, round(ratio, 1), round(growth, 2)))
+        assert growth <= MAX_GROWTH, report[-1]
+    print(*report, sep="\n")
+
+
+def test_past_the_cap_a_message_costs_no_more() -> None:
+    """A megabyte message is examined only up to MAX_EXAMINED_CHARS."""
+    short = "x" * MAX_EXAMINED_CHARS
+    huge = "x" * (64 * MAX_EXAMINED_CHARS)
+
+    def classify(text: str) -> object:
+        return classify_error([], [text])
+
+    # the linear pass over the huge text is 64 times the short one's; classifying is not
+    assert _ratio(classify, huge) * 8 < _ratio(classify, short)
