@@ -8,9 +8,13 @@ import weakref
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.metrics import MetricWrapperBase
 
 from loopwatch.core.assembler import DROP_REASONS, EVICT_REASONS
-from loopwatch.core.records import SPAN_KINDS
+from loopwatch.core.config import Config
+from loopwatch.core.identity import short_hash
+from loopwatch.core.outcomes import ERROR_CLASSES
+from loopwatch.core.records import GUARD_DECISIONS, SPAN_KINDS
 from loopwatch.core.spans import trace_hex
 from loopwatch.core.summary import NO_ROWS, TurnSummary
 from loopwatch.version import VERSION
@@ -19,18 +23,40 @@ ATTEMPT_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 64)
 STREAK_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16)
 OTHER = "other"
 BOUNDED_LABELS = ("service", "agent", "model", "tool", "tool_version")
+SERIES_LIMIT = Config.series_limit  # per family: /metrics stays under ~40 MB (see below)
+LABEL_CHARS = Config.label_chars  # per label value
+# Labels whose values come from the spans; a family with one is held to the series budget. The
+# others hold loopwatch's own closed vocabularies (their sizes, for the exposition's bound).
+OPEN_LABELS = frozenset(BOUNDED_LABELS)
+_CLOSED_VALUES = {
+    "error_class": len(ERROR_CLASSES) + 1,  # and ok
+    "kind": 2,  # repeat, no_rows
+    "decision": len(GUARD_DECISIONS) + 1,  # and other
+}
+_HASH_CHARS = 8
+
+
+def bounded_value(value: str, max_chars: int = LABEL_CHARS) -> str:
+    """``value`` if it fits in ``max_chars``, else its head, ``~`` and 8 hex digits of its
+    SHA-256: distinct long values stay distinct."""
+    if len(value) <= max_chars:
+        return value
+    return value[: max_chars - _HASH_CHARS - 1] + "~" + short_hash(value, _HASH_CHARS)
 
 
 class _LabelBound:
-    """At most ``limit`` distinct values per label; later ones become ``other`` (counted)."""
+    """At most ``limit`` distinct values per label, each cut to ``max_chars``; later ones
+    become ``other`` (counted)."""
 
-    def __init__(self, limit: int, overflow: Counter) -> None:
+    def __init__(self, limit: int, overflow: Counter, max_chars: int = LABEL_CHARS) -> None:
         self.limit = limit
         self.overflow = overflow
+        self.max_chars = max_chars
         self.seen: dict[str, set[str]] = {}
         self.lock = threading.Lock()
 
     def __call__(self, label: str, value: str) -> str:
+        value = bounded_value(value, self.max_chars)
         with self.lock:
             values = self.seen.setdefault(label, set())
             if value in values:
@@ -45,7 +71,13 @@ class _LabelBound:
 class LoopwatchMetrics:
     """Implements the core's Sink. One instance per registry."""
 
-    def __init__(self, registry: CollectorRegistry | None = None, label_limit: int = 200) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        label_limit: int = 200,
+        series_limit: int = SERIES_LIMIT,
+        label_chars: int = LABEL_CHARS,
+    ) -> None:
         r = REGISTRY if registry is None else registry
         turn = ["service", "agent", "model"]
         self.turn_max_attempts = Histogram(
@@ -156,8 +188,17 @@ class LoopwatchMetrics:
             ["service", "tool"],
             registry=r,
         )
+        self.series_overflow = Counter(
+            "loopwatch_series_overflow",
+            "Observations recorded in a family's overflow series (span-derived labels 'other') "
+            "because the family reached its series budget.",
+            ["metric"],
+            registry=r,
+        )
         Info("loopwatch_build", "loopwatch version.", registry=r).info({"version": VERSION})
-        self._bound = _LabelBound(label_limit, self.label_overflow)
+        self._bound = _LabelBound(label_limit, self.label_overflow, label_chars)
+        self.series_limit = series_limit
+        self.label_chars = label_chars
         # every self-health series at 0 from the start: "nothing arrived" is not "not wired"
         for metric, values in (
             (self.spans, SPAN_KINDS),
@@ -169,22 +210,76 @@ class LoopwatchMetrics:
                 metric.labels(value)
         # labels() validates and locks on every call; the children it returns never change
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
-        self._first_seen: set[tuple[str, ...]] = set()
+        self._series: dict[int, int] = {}  # family -> series admitted under the budget
+        self._first_seen: set[int] = set()  # ids of the gauge children already set
         self._lock = threading.Lock()
+        for family in self._families():
+            if _budgeted(family):
+                self.series_overflow.labels(_family_name(family))  # present from the start, at 0
+
+    def _families(self) -> list[MetricWrapperBase]:
+        return [m for m in vars(self).values() if isinstance(m, MetricWrapperBase)]
 
     def _child(self, metric: Any, *labels: str) -> Any:
         key = (id(metric), labels)
         child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*labels)
+        if child is not None:
+            return child
+        if _budgeted(metric):
+            with self._lock:
+                admitted = self._series.get(id(metric), 0) < self.series_limit
+                if admitted:
+                    self._series[id(metric)] = self._series.get(id(metric), 0) + 1
+            if not admitted:
+                # past the budget: the overflow series, whose span-derived labels are all
+                # 'other' (closed vocabularies such as error_class stay as they are)
+                self._child(self.series_overflow, _family_name(metric)).inc()
+                key = (id(metric), _overflow_labels(metric, labels))
+                child = self._children.get(key)
+                if child is not None:
+                    return child
+                labels = key[1]
+        child = self._children[key] = metric.labels(*labels)
         return child
 
-    def _first(self, key: tuple[str, ...]) -> bool:
+    def _set_once(self, gauge: Gauge, labels: tuple[str, ...], value: float) -> None:
+        """Set a first-seen gauge the first time its series is used."""
+        child = self._child(gauge, *labels)
         with self._lock:
-            if key in self._first_seen:
-                return False
-            self._first_seen.add(key)
-            return True
+            if id(child) in self._first_seen:
+                return
+            self._first_seen.add(id(child))
+        child.set(value)
+
+    def exposition_bound_bytes(self) -> int:
+        """An upper bound on the size of this registry's text exposition (Prometheus text or
+        OpenMetrics, with exemplars) at this instance's series budget and label length.
+
+        Per family: budget + overflow series, times lines per series (a histogram's buckets,
+        +Inf, sum, count and created; a counter's total and created; a gauge's one line),
+        times the longest line (every span-derived label at 4 bytes per character, the most
+        UTF-8 takes; an exemplar's trace id and timestamp). Closed families are counted at
+        their vocabulary's size."""
+        total = 0
+        for family in self._families():
+            name = _family_name(family)
+            names = family._labelnames
+            buckets = getattr(family, "_upper_bounds", ())
+            lines = {"counter": 2, "gauge": 1, "histogram": len(buckets) + 3, "info": 1}
+            per_series = lines.get(str(family._type), 1)
+            series = _CLOSED_SERIES
+            if _budgeted(family):
+                overflow = 1
+                for label in names:
+                    overflow *= _CLOSED_VALUES.get(label, 1)
+                series = self.series_limit + overflow
+            label_bytes = sum(
+                len(label) + 4 + (4 * self.label_chars if label in OPEN_LABELS else _CLOSED_CHARS)
+                for label in [*names, "le"]
+            )
+            line = len(name) + len("_created{}") + label_bytes + _VALUE_BYTES + _EXEMPLAR_BYTES
+            total += _HEADER_BYTES + series * per_series * line
+        return total
 
     # -- Sink ---------------------------------------------------------------------------------
     def turn(self, s: TurnSummary) -> None:
@@ -194,15 +289,13 @@ class LoopwatchMetrics:
         exemplar = {"trace_id": trace_hex(s.trace_id)}
         self._child(self.turns, *turn).inc()
         now = time.time()
-        if self._first(("model", *turn)):
-            self._child(self.model_first_seen, *turn).set(now)
+        self._set_once(self.model_first_seen, turn, now)
         if s.max_attempts:
             self._child(self.turn_max_attempts, *turn).observe(s.max_attempts, exemplar)
         for t in s.tools:
             tool = b("tool", t.tool)
             version = b("tool_version", t.tool_version)
-            if self._first(("tool", service, tool, version)):
-                self._child(self.tool_version_first_seen, service, tool, version).set(now)
+            self._set_once(self.tool_version_first_seen, (service, tool, version), now)
             for decision, n in t.guard_decisions:
                 self._child(self.guard_decisions, service, agent, tool, decision).inc(n)
             if not t.max_attempts:
@@ -245,6 +338,32 @@ class LoopwatchMetrics:
         self.open_turns_gauge.set(count)
 
 
+# For the exposition's bound: a family with closed labels only has at most this many series;
+# a closed label value, a sample value and an exemplar at most this many bytes; HELP and TYPE.
+_CLOSED_SERIES = 32
+_CLOSED_CHARS = 32
+_VALUE_BYTES = 32
+_EXEMPLAR_BYTES = 100
+_HEADER_BYTES = 600
+
+
+def _budgeted(family: Any) -> bool:
+    return any(label in OPEN_LABELS for label in family._labelnames)
+
+
+def _family_name(family: Any) -> str:
+    """The name as queried: counters with their ``_total``."""
+    name: str = family._name
+    return f"{name}_total" if family._type == "counter" else name
+
+
+def _overflow_labels(family: Any, labels: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(
+        OTHER if name in OPEN_LABELS else value
+        for name, value in zip(family._labelnames, labels, strict=True)
+    )
+
+
 _shared: weakref.WeakKeyDictionary[CollectorRegistry, LoopwatchMetrics] = (
     weakref.WeakKeyDictionary()
 )
@@ -252,7 +371,10 @@ _shared_lock = threading.Lock()
 
 
 def metrics_for(
-    registry: CollectorRegistry | None = None, label_limit: int = 200
+    registry: CollectorRegistry | None = None,
+    label_limit: int = 200,
+    series_limit: int = SERIES_LIMIT,
+    label_chars: int = LABEL_CHARS,
 ) -> LoopwatchMetrics:
     """The one LoopwatchMetrics of a registry: a second processor on the same registry shares it
     (registering the metrics twice would raise into the host)."""
@@ -260,7 +382,7 @@ def metrics_for(
     with _shared_lock:
         metrics = _shared.get(r)
         if metrics is None:
-            metrics = _shared[r] = LoopwatchMetrics(r, label_limit)
+            metrics = _shared[r] = LoopwatchMetrics(r, label_limit, series_limit, label_chars)
         return metrics
 
 

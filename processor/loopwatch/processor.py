@@ -91,7 +91,14 @@ class LoopwatchSpanProcessor(SpanProcessor):
     ) -> None:
         self.config = config if config is not None else load_config()
         self.sink: Sink = (
-            sink if sink is not None else metrics_for(registry, label_limit=self.config.label_limit)
+            sink
+            if sink is not None
+            else metrics_for(
+                registry,
+                label_limit=self.config.label_limit,
+                series_limit=self.config.series_limit,
+                label_chars=self.config.label_chars,
+            )
         )
         self._assembler = TurnAssembler(self.config, self.sink)
         self._queue: deque[ReadableSpan | tuple[Span]] = deque()

@@ -32,6 +32,9 @@ class Config:
     schema_tools: Mapping[str, ToolDeclaration] = field(default_factory=dict)
 
     label_limit: int = 200
+    # series per metric family: the exposition's bound (LoopwatchMetrics.exposition_bound_bytes)
+    series_limit: int = 500
+    label_chars: int = 64  # per label value: OpenAI's own limit on a function name
     max_open_turns: int = 10_000
     max_spans_per_turn: int = 10_000
     idle_timeout_seconds: float = 300.0
@@ -83,6 +86,8 @@ _SETTINGS: dict[tuple[str, str], tuple[str, tuple[str, ...], type]] = {
         int,
     ),
     ("limits", "label_values"): ("label_limit", ("LOOPWATCH_LABEL_LIMIT",), int),
+    ("limits", "series_per_metric"): ("series_limit", ("LOOPWATCH_SERIES_LIMIT",), int),
+    ("limits", "label_chars"): ("label_chars", ("LOOPWATCH_LABEL_CHARS",), int),
     ("limits", "open_turns"): ("max_open_turns", ("LOOPWATCH_MAX_OPEN_TURNS",), int),
     ("limits", "spans_per_turn"): ("max_spans_per_turn", ("LOOPWATCH_MAX_SPANS_PER_TURN",), int),
     ("limits", "idle_timeout_seconds"): (
@@ -126,6 +131,8 @@ _MINIMUM = {
     "loop_threshold": 2,
     "no_rows_threshold": 2,
     "label_limit": 1,
+    "series_limit": 1,
+    "label_chars": 16,  # room for the hash suffix of a cut value
     "max_open_turns": 1,
     "max_spans_per_turn": 1,
     "idle_timeout_seconds": 0.001,

@@ -150,7 +150,13 @@ def run(args: argparse.Namespace) -> int:
             "  to be exact (without them it infers the failed tickets' key, free text aside).\n"
         )
     else:
-        tally = Tally(metrics_for(label_limit=config.label_limit))
+        tally = Tally(
+            metrics_for(
+                label_limit=config.label_limit,
+                series_limit=config.series_limit,
+                label_chars=config.label_chars,
+            )
+        )
         processor = LoopwatchSpanProcessor(config=config, sink=tally)
         provider.add_span_processor(processor)
         try:

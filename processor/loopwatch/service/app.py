@@ -40,7 +40,12 @@ class Service:
         self.config = config
         self.requested = addresses
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.metrics = LoopwatchMetrics(self.registry, label_limit=config.label_limit)
+        self.metrics = LoopwatchMetrics(
+            self.registry,
+            label_limit=config.label_limit,
+            series_limit=config.series_limit,
+            label_chars=config.label_chars,
+        )
         self.pipeline: Pipeline | None = None
         self.bound: Addresses | None = None
         self._grpc: Any = None
