@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from loopwatch.core.config import Config
 from loopwatch.core.loop_log import log_loops
-from loopwatch.core.records import Link, Record, ToolCall, TurnMark
+from loopwatch.core.records import Link, LlmMark, Record, ToolCall, TurnMark
 from loopwatch.core.sink import Sink
 from loopwatch.core.summary import summarize
 from loopwatch.core.turns import split_turns
@@ -21,13 +21,39 @@ DROP_ERROR = "error"
 DROP_QUEUE_FULL = "queue_full"  # in process: the span queue was full
 UNKNOWN_SERVICE = "unknown"
 DROP_INVALID_ID = "invalid_id"  # the service: an OTLP span without a valid trace or span id
-DROP_REASONS = (DROP_QUEUE_FULL, DROP_TURN_FULL, DROP_ERROR, DROP_INVALID_ID)
+DROP_MEMORY = "memory"  # held spans of a trace evicted by the byte budget that made no turn
+DROP_REASONS = (DROP_QUEUE_FULL, DROP_TURN_FULL, DROP_ERROR, DROP_INVALID_ID, DROP_MEMORY)
 EVICT_IDLE = "idle"
 EVICT_CAPACITY = "capacity"
+EVICT_MEMORY = "memory"
 EVICT_SHUTDOWN = "shutdown"
-EVICT_REASONS = (EVICT_IDLE, EVICT_CAPACITY, EVICT_SHUTDOWN)
+EVICT_REASONS = (EVICT_IDLE, EVICT_CAPACITY, EVICT_MEMORY, EVICT_SHUTDOWN)
 # How many finalized trace ids are remembered to recognise late spans.
 _FINALIZED_MEMORY_FACTOR = 4
+
+# What the buffers cost, estimated (CPython 3.11, 64-bit ids, measured with tracemalloc): a
+# record is a slotted object with its ids, times and names (plus the names' length); a record
+# under a parent is also an entry of the children index and of the referenced set; a span id in
+# a set; a trace's own objects.
+RECORD_BYTES: dict[type, int] = {ToolCall: 520, TurnMark: 300, LlmMark: 300, Link: 280}
+CHILD_BYTES = 140
+SET_ENTRY_BYTES = 70
+TRACE_BYTES = 1000
+
+
+def record_bytes(record: Record) -> int:
+    """The estimated memory one buffered record holds (see RECORD_BYTES)."""
+    size = RECORD_BYTES[type(record)]
+    if record.parent_id is not None:
+        size += CHILD_BYTES
+    if isinstance(record, ToolCall):
+        size += len(record.tool) + len(record.agent or "") + len(record.tool_version)
+    elif isinstance(record, TurnMark):
+        size += len(record.agent or "") + len(record.model or "")
+    elif isinstance(record, LlmMark):
+        size += len(record.model or "")
+        size += sum(SET_ENTRY_BYTES + len(name) for name, _ in record.tool_versions)
+    return size
 
 
 @dataclass
@@ -44,6 +70,7 @@ class _Trace:
     # parents of the records kept; in process a plain span is kept only if one of them
     referenced: set[int] = field(default_factory=set)
     turns_emitted: int = 0
+    size: int = TRACE_BYTES  # estimated bytes held, counted in TurnAssembler.buffered_bytes
 
 
 class TurnAssembler:
@@ -62,10 +89,20 @@ class TurnAssembler:
         self._finalized: OrderedDict[int, None] = OrderedDict()
         # traces whose root has arrived, in order of arrival: those due are found at the front
         self._rooted: OrderedDict[int, float] = OrderedDict()
+        self.buffered_bytes = 0  # estimated, over every open trace (config.buffer_bytes)
 
     @property
     def open_turns(self) -> int:
         return len(self._traces)
+
+    def _charge(self, trace: _Trace, size: int) -> None:
+        trace.size += size
+        self.buffered_bytes += size
+
+    def _within_budget(self) -> None:
+        """Evict the least recently seen traces until the buffers fit the byte budget."""
+        while self.buffered_bytes > self.config.buffer_bytes and self._traces:
+            self.finalize(next(iter(self._traces)), EVICT_MEMORY)
 
     def _trace(self, trace_id: int, service: str) -> _Trace:
         now = self.clock()
@@ -75,6 +112,7 @@ class TurnAssembler:
                 oldest = next(iter(self._traces))
                 self.finalize(oldest, EVICT_CAPACITY)
             trace = self._traces[trace_id] = _Trace(service, now)
+            self.buffered_bytes += trace.size
         else:
             trace.last_seen = now
             self._traces.move_to_end(trace_id)
@@ -96,6 +134,8 @@ class TurnAssembler:
         trace = trace if trace is not None else self._trace(trace_id, UNKNOWN_SERVICE)
         if len(trace.in_turn) < self.config.max_spans_per_turn:
             trace.in_turn.add(span_id)
+            self._charge(trace, SET_ENTRY_BYTES)
+            self._within_budget()
 
     def add(
         self, trace_id: int, service: str, record: Record, *, root_finalizes: bool = True
@@ -121,7 +161,9 @@ class TurnAssembler:
         records = trace.records
         if span_id in records:  # the same span id again: it replaces the first (as before)
             self._unlink(trace, records[span_id])
+            self._charge(trace, -record_bytes(records[span_id]))
         records[span_id] = record
+        self._charge(trace, record_bytes(record))
         if parent_id is None:
             trace.service = service
             trace.root_seen_at = trace.last_seen
@@ -143,6 +185,7 @@ class TurnAssembler:
             )
             if root_finalizes and outermost_turn:
                 self._finalize_subtree(trace_id, trace, span_id)
+        self._within_budget()
 
     @staticmethod
     def _unlink(trace: _Trace, record: Record) -> None:
@@ -185,6 +228,7 @@ class TurnAssembler:
             record = trace.records.pop(span_id)
             self._unlink(trace, record)
             trace.children.pop(span_id, None)
+            self._charge(trace, -record_bytes(record))
         self._emit(trace_id, trace, records)
 
     def finalize(self, trace_id: int, evicted: str | None = None) -> None:
@@ -194,7 +238,11 @@ class TurnAssembler:
         trace = self._traces.pop(trace_id, None)
         if trace is None:
             return
+        self.buffered_bytes -= trace.size
         self._emit(trace_id, trace, trace.records, evicted)
+        if evicted == EVICT_MEMORY and not trace.turns_emitted:
+            for _ in trace.records:
+                self.sink.dropped(DROP_MEMORY)
         if trace.turns_emitted:
             # only GenAI traces are remembered: their stragglers are late spans worth counting
             self._finalized[trace_id] = None

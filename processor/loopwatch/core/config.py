@@ -37,6 +37,8 @@ class Config:
     label_chars: int = 64  # per label value: OpenAI's own limit on a function name
     max_open_turns: int = 10_000
     max_spans_per_turn: int = 10_000
+    # estimated bytes of spans held across all open traces (core.assembler: RECORD_BYTES)
+    buffer_bytes: int = 128 * 1024 * 1024
     idle_timeout_seconds: float = 300.0
     queue_spans: int = 100_000
 
@@ -90,6 +92,7 @@ _SETTINGS: dict[tuple[str, str], tuple[str, tuple[str, ...], type]] = {
     ("limits", "label_chars"): ("label_chars", ("LOOPWATCH_LABEL_CHARS",), int),
     ("limits", "open_turns"): ("max_open_turns", ("LOOPWATCH_MAX_OPEN_TURNS",), int),
     ("limits", "spans_per_turn"): ("max_spans_per_turn", ("LOOPWATCH_MAX_SPANS_PER_TURN",), int),
+    ("limits", "buffer_bytes"): ("buffer_bytes", ("LOOPWATCH_BUFFER_BYTES",), int),
     ("limits", "idle_timeout_seconds"): (
         "idle_timeout_seconds",
         ("LOOPWATCH_IDLE_TIMEOUT_SECONDS",),
@@ -135,6 +138,7 @@ _MINIMUM = {
     "label_chars": 16,  # room for the hash suffix of a cut value
     "max_open_turns": 1,
     "max_spans_per_turn": 1,
+    "buffer_bytes": 1024 * 1024,
     "idle_timeout_seconds": 0.001,
     "queue_spans": 1,
     "metrics_port": 0,
