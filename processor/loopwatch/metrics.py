@@ -258,8 +258,8 @@ class LoopwatchMetrics:
         Per family: budget + overflow series, times lines per series (a histogram's buckets,
         +Inf, sum, count and created; a counter's total and created; a gauge's one line),
         times the longest line (every span-derived label at 4 bytes per character, the most
-        UTF-8 takes; an exemplar's trace id and timestamp). Closed families are counted at
-        their vocabulary's size."""
+        UTF-8 takes; an exemplar's trace id and timestamp). A family with closed labels only
+        (self-health) is counted at _CLOSED_SERIES series."""
         total = 0
         for family in self._families():
             name = _family_name(family)
@@ -274,7 +274,9 @@ class LoopwatchMetrics:
                     overflow *= _CLOSED_VALUES.get(label, 1)
                 series = self.series_limit + overflow
             label_bytes = sum(
-                len(label) + 4 + (4 * self.label_chars if label in OPEN_LABELS else _CLOSED_CHARS)
+                len(label)
+                + 4
+                + (4 * self.label_chars if label in OPEN_LABELS else _CLOSED_CHARS.get(label, 32))
                 for label in [*names, "le"]
             )
             line = len(name) + len("_created{}") + label_bytes + _VALUE_BYTES + _EXEMPLAR_BYTES
@@ -341,7 +343,7 @@ class LoopwatchMetrics:
 # For the exposition's bound: a family with closed labels only has at most this many series;
 # a closed label value, a sample value and an exemplar at most this many bytes; HELP and TYPE.
 _CLOSED_SERIES = 32
-_CLOSED_CHARS = 32
+_CLOSED_CHARS = {"metric": 64}  # a family name in series_overflow; other closed values: 32
 _VALUE_BYTES = 32
 _EXEMPLAR_BYTES = 100
 _HEADER_BYTES = 600
