@@ -26,7 +26,7 @@ EMPTY = "empty"
 ROWS = "rows"
 # How much of one message, error type or status description is read to classify it: what
 # names the failure comes first, and a bound keeps a hostile megabyte-long message cheap.
-MAX_EXAMINED_CHARS = 16 * 1024
+MAX_EXAMINED_CHARS = 4 * 1024
 
 # Exception classes whose name alone decides (last dotted component, lower case).
 _SPECIFIC_TYPES = {
