@@ -185,7 +185,8 @@ def test_below_the_budget_nothing_changes() -> None:
     _, budgeted, _ = run(turns())
     _, unbounded, _ = run(turns(), series_limit=10**9, label_chars=10**6)
     assert samples(budgeted) == samples(unbounded)
-    assert f'="{OTHER}"'.encode() not in budgeted
+    for label in ("service", "agent", "model", "tool", "tool_version"):
+        assert f'{label}="{OTHER}"'.encode() not in budgeted
     assert value(budgeted, "loopwatch_turns_total") == 300
 
 
