@@ -13,8 +13,10 @@ from dataclasses import replace
 import psutil
 from prometheus_client import CollectorRegistry
 
-from loopwatch.core.assembler import LINK_BYTES, TurnAssembler
+from loopwatch.conventions import read_span
+from loopwatch.core.assembler import RECORD_BYTES, TurnAssembler
 from loopwatch.core.config import Config
+from loopwatch.core.records import Link
 from loopwatch.core.spans import SpanView
 from loopwatch.metrics import LoopwatchMetrics
 from loopwatch.service.pipeline import Pipeline
@@ -40,6 +42,12 @@ def plain_flood(traces: int, spans: int) -> Iterator[list[SpanView]]:
             # a fresh int, as decoding a request makes: not the previous span's id object
             parent = int.from_bytes(span_id.to_bytes(8, "big"), "big")
         yield batch
+
+
+def feed(assembler: TurnAssembler, span: SpanView) -> None:
+    """As the service does: read the span, hand its record over, a root not ending the trace."""
+    record = read_span(span, assembler.config)
+    assembler.add(span.trace_id, span.service, record, root_finalizes=False)
 
 
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
@@ -70,7 +78,7 @@ def test_a_flood_of_plain_spans_stays_under_the_budget_and_a_good_turn_counts_on
         held_peak = max(held_peak, assembler.buffered_bytes)
     gc.collect()
     rss_growth = process.memory_info().rss - rss_start
-    held_spans = sum(len(t.records) + len(t.links) for t in assembler._traces.values())
+    held_spans = sum(len(t.records) for t in assembler._traces.values())
     dropped = value(registry, "loopwatch_spans_dropped_total", reason="memory")
     print(f"peak accounted {held_peak} bytes of {budget}; RSS growth {rss_growth // MB} MB")
     assert held_peak <= budget
@@ -94,10 +102,10 @@ def test_a_turn_evicted_for_memory_is_summarized_and_counted() -> None:
     sink = CountingSink()
     assembler = TurnAssembler(Config(buffer_bytes=1 * MB), sink, clock=lambda: 0.0)
     for span in rootless(tickets()):  # a turn whose root never comes
-        assembler.add(span, root_finalizes=False)
+        feed(assembler, span)
     for batch in plain_flood(100, 100):  # then 10,000 plain spans push it out
         for span in batch:
-            assembler.add(span, root_finalizes=False)
+            feed(assembler, span)
     assert sink.evictions == {"memory": 1}
     assert sink.turns == 1
     assert assembler.buffered_bytes <= 1 * MB
@@ -113,10 +121,10 @@ def test_the_accounting_follows_what_the_buffers_hold() -> None:
     # spans made as they come and dropped after, as a request's are: what stays is the buffer
     for batch in plain_flood(10, 1000):
         for span in batch:
-            assembler.add(span, root_finalizes=False)
+            feed(assembler, span)
     for i in range(100):
         for span in rootless(tickets()):
-            assembler.add(replace(span, trace_id=span.trace_id + i + 1), root_finalizes=False)
+            feed(assembler, replace(span, trace_id=span.trace_id + i + 1))
     del batch, span
     gc.collect()
     held = tracemalloc.get_traced_memory()[0] - before
@@ -124,4 +132,4 @@ def test_the_accounting_follows_what_the_buffers_hold() -> None:
     accounted = assembler.buffered_bytes - accounted
     print(f"accounted {accounted} bytes, traced {held}")
     assert 1 / 1.5 < accounted / held < 1.5, (accounted, held)
-    assert accounted > LINK_BYTES * 10_000
+    assert accounted > RECORD_BYTES[Link] * 10_000
