@@ -194,13 +194,15 @@ class LoopwatchSpanProcessor(SpanProcessor):
 
     def _started(self, span: Span) -> None:
         ctx, parent = span.context, span.parent
-        name, attributes = span.name or "", _attributes(span)
-        self._assembler.span_started(
-            ctx.trace_id,
-            ctx.span_id,
-            parent.span_id if parent is not None and not parent.is_remote else None,
-            may_be_genai(name, attributes, ended=False) and is_turn_span(name, attributes),
-        )
+        trace_id = ctx.trace_id
+        parent_id = parent.span_id if parent is not None and not parent.is_remote else None
+        assembler = self._assembler
+        # inside a turn already: whether it is a turn span itself does not matter (most starts)
+        if not assembler.inside_turn(trace_id, parent_id):
+            name, attributes = span.name or "", _attributes(span)
+            if not (may_be_genai(name, attributes, ended=False) and is_turn_span(name, attributes)):
+                return
+        assembler.span_started(trace_id, ctx.span_id, parent_id, True)
 
     def _ended(self, span: ReadableSpan) -> str:
         """Read one finished span into the assembler; returns its kind."""

@@ -120,6 +120,11 @@ class TurnAssembler:
                 trace.service = service
         return trace
 
+    def inside_turn(self, trace_id: int, parent_id: int | None) -> bool:
+        """Whether a span started under ``parent_id`` is inside a turn (see span_started)."""
+        trace = self._traces.get(trace_id)
+        return trace is not None and parent_id in trace.in_turn
+
     def span_started(
         self, trace_id: int, span_id: int, parent_id: int | None, is_turn: bool
     ) -> None:
