@@ -54,12 +54,20 @@ def _attributes(span: ReadableSpan) -> Mapping[str, Any]:
     return _readable(getattr(span, "_attributes", None) or span.attributes)
 
 
+def _events(span: ReadableSpan) -> Any:
+    """A finished span's events. ``ReadableSpan.events`` copies them into a tuple through the
+    SDK's BoundedList iterator (a Python call per event, and per span when there are none):
+    its deque is read directly where it is there."""
+    inner = getattr(getattr(span, "_events", None), "_dq", None)
+    return inner if type(inner) is deque else span.events
+
+
 def span_view(span: ReadableSpan, service: str | None = None) -> SpanView:
     """An SDK span as the core reads it (``service``: its resource's, when already known)."""
     ctx = span.context
     parent = span.parent
     start = span.start_time or 0
-    events = span.events
+    events = _events(span)
     status = span.status
     return SpanView(
         ctx.trace_id if ctx is not None else 0,
