@@ -12,6 +12,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from opentelemetry.context import Context
@@ -31,6 +32,7 @@ from loopwatch.metrics import metrics_for
 log = logging.getLogger("loopwatch")
 
 _STATUS = {StatusCode.UNSET: STATUS_UNSET, StatusCode.OK: STATUS_OK, StatusCode.ERROR: STATUS_ERROR}
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 _POLL_SECONDS = 0.1
 _SWEEP_SECONDS = 1.0
 
@@ -81,6 +83,7 @@ def span_view(span: ReadableSpan, service: str | None = None) -> SpanView:
         _STATUS.get(status.status_code, STATUS_UNSET),
         status.description or "",
         service if service is not None else _service(span.resource),
+        _NO_EXTRA,  # not a new dict per span (the default)
     )
 
 

@@ -91,13 +91,17 @@ def summarize(
         if c.guard is not None:
             guarded[c.tool][c.guard] += 1
     calls = sorted((c for c in calls if c.guard is None), key=lambda c: (c.start_ns, c.span_id))
-    by_key: dict[AttemptKey, list[ToolCall]] = {}
+    # keyed on the key's compared fields as a plain tuple: AttemptKey's own hash and equality
+    # are Python calls, twice per call here
+    by_key: dict[tuple[str, str, str], list[ToolCall]] = {}
     by_tool: dict[str, list[ToolCall]] = {}
     keys_of: dict[str, list[list[ToolCall]]] = {}  # tool -> its keys' calls: one pass per tool
     for c in calls:
-        key_calls = by_key.get(c.key)
+        k = c.key
+        fields = (k.tool, k.identity, k.outcome)
+        key_calls = by_key.get(fields)
         if key_calls is None:
-            key_calls = by_key[c.key] = []
+            key_calls = by_key[fields] = []
             keys_of.setdefault(c.tool, []).append(key_calls)
         key_calls.append(c)
         tool_calls = by_tool.get(c.tool)
