@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Mapping, Sequence
+import json.scanner
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from loopwatch.conventions.results import unwrap_output
@@ -22,6 +23,12 @@ MAX_PARSE_CHARS = 256 * 1024
 # few thousand tokens and ~100 times slower than JSON: past this such a text stays a text.
 MAX_LITERAL_CHARS = 4 * 1024
 _UNWRAP_DEPTH = 6
+# json.loads' own scanner (C where available), called directly: it is most of a tool span's
+# parsing, and loads adds three Python calls and a regex around it
+_DECODER = json.decoder.JSONDecoder()
+# (typeshed types make_scanner's argument as a scanner, not the decoder it reads)
+_Scan = Callable[[str, int], tuple[Any, int]]
+_SCAN: _Scan = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]
 
 
 def parse_text(text: str) -> Any:
@@ -32,9 +39,14 @@ def parse_text(text: str) -> Any:
     first = stripped[0]
     if first in '{["-0123456789tfn':
         try:
-            return json.loads(stripped)
-        except (ValueError, RecursionError):
+            value, end = _SCAN(stripped, 0)
+        except (StopIteration, ValueError, RecursionError):
             pass
+        else:
+            # json.loads without its wrappers: the text is stripped and starts with no
+            # whitespace or BOM, so it is JSON exactly when the scan reaches its end
+            if end == len(stripped):
+                return value
     if len(stripped) <= MAX_LITERAL_CHARS and (first in "{[(" or first in "'\""):
         try:
             value = ast.literal_eval(stripped)
