@@ -6,6 +6,7 @@ small settings, so those tests take a second."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import socket
 import time
@@ -202,7 +203,9 @@ def test_the_other_documented_answers() -> None:
 def test_bodies_held_at_once_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     # the floor of the budget is 64 MiB; without it the budget is 4 x max_request_bytes
     monkeypatch.setattr(http_server, "MIN_BUFFER_BYTES", 0)
-    with running(SMALL) as s:
+    # the held bodies must outlive the probes: SMALL's 0.5 s body deadline would answer them
+    # 408 and free the budget before a probe on a busy machine gets its turn
+    with running(dataclasses.replace(SMALL, body_timeout_seconds=30.0)) as s:
         assert s.bound is not None
         address = s.bound.http
         limit = SMALL.max_request_bytes
@@ -210,7 +213,8 @@ def test_bodies_held_at_once_are_bounded(monkeypatch: pytest.MonkeyPatch) -> Non
         held = [_connect(address) for _ in range(4)]
         for c in held:
             c.sendall(raw([f"Content-Length: {limit}"], b"x" * (limit - 1)))
-        for _ in range(50):  # once the server has read them
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # once the server has read them
             status = asyncio.run(exchange(address, post_bytes(good_body(1))))
             if status == 503:
                 break
@@ -218,7 +222,8 @@ def test_bodies_held_at_once_are_bounded(monkeypatch: pytest.MonkeyPatch) -> Non
         assert status == 503
         for c in held:
             c.close()
-        for _ in range(50):  # released once the server sees them closed
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # released once the server sees them closed
             status = asyncio.run(exchange(address, post_bytes(good_body(2))))
             if status == 200:
                 break
