@@ -21,18 +21,33 @@ def merge_layers(calls: list[ToolCall]) -> list[ToolCall]:
     """``calls`` with every chain of directly nested same-tool spans folded into its outermost
     span (its id, parent and times stay, so it sorts where the call started)."""
     by_id = {c.span_id: c for c in calls}
+    # span id -> (its outermost same-tool layer, depth below it); each span is walked once, so a
+    # hostile chain of thousands of nested same-tool spans costs linear time, not quadratic
+    tops: dict[int, tuple[ToolCall, int]] = {}
     layers: dict[int, list[tuple[int, ToolCall]]] = {}
     nested = False
     for call in calls:
-        top, depth = call, 0
-        seen = {call.span_id}
-        parent = by_id.get(top.parent_id) if top.parent_id is not None else None
-        while parent is not None and parent.tool == call.tool and parent.span_id not in seen:
-            top, depth = parent, depth + 1
-            seen.add(parent.span_id)
-            parent = by_id.get(top.parent_id) if top.parent_id is not None else None
-        nested = nested or depth > 0
-        layers.setdefault(top.span_id, []).append((depth, call))
+        path: list[ToolCall] = []
+        seen: set[int] = set()
+        node = call
+        while True:
+            known = tops.get(node.span_id)
+            if known is not None:
+                top, depth = known
+                break
+            seen.add(node.span_id)
+            parent = by_id.get(node.parent_id) if node.parent_id is not None else None
+            if parent is None or parent.tool != node.tool or parent.span_id in seen:
+                top, depth = node, 0
+                tops[node.span_id] = (node, 0)
+                break
+            path.append(node)
+            node = parent
+        for above, below in enumerate(reversed(path), start=1):
+            tops[below.span_id] = (top, depth + above)
+        call_depth = tops[call.span_id][1]
+        nested = nested or call_depth > 0
+        layers.setdefault(top.span_id, []).append((call_depth, call))
     if not nested:
         return calls
     out: list[ToolCall] = []
