@@ -139,3 +139,16 @@ def test_plain_traffic_is_not_buffered_in_process() -> None:
     assert p.value("loopwatch_open_turns") == 0
     assert p.value("loopwatch_spans_total", kind="other") == 202
     p.close()
+
+
+def test_the_tool_description_cache_keeps_no_huge_description() -> None:
+    """Tool versions hash descriptions; a cache of 64 entries must not hold 64 x 1 MB."""
+    from loopwatch.conventions import read
+
+    huge = "a tool that loops " * 60_000
+    version = read._description_hash(huge)
+    assert version == read._description_hash(huge)  # same hash, computed again
+    assert huge not in read._DESCRIPTION_HASHES
+    assert "short text" not in read._DESCRIPTION_HASHES
+    read._description_hash("short text")
+    assert "short text" in read._DESCRIPTION_HASHES

@@ -356,9 +356,11 @@ def _description_hash(description: str) -> str:
     """A tool's version: the short hash of its description (the same few, over and over)."""
     found = _DESCRIPTION_HASHES.get(description)
     if found is None:
-        if len(_DESCRIPTION_HASHES) >= _VERSIONS_CACHE_ENTRIES:
-            _DESCRIPTION_HASHES.clear()
-        found = _DESCRIPTION_HASHES[description] = short_hash(description, 8)
+        found = short_hash(description, 8)
+        if len(description) <= _VERSIONS_CACHE_TEXT:  # the cache is bounded in bytes too
+            if len(_DESCRIPTION_HASHES) >= _VERSIONS_CACHE_ENTRIES:
+                _DESCRIPTION_HASHES.clear()
+            _DESCRIPTION_HASHES[description] = found
     return found
 
 
