@@ -5,10 +5,9 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from typing import Any
+from collections.abc import Callable, Sequence
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, Info
-from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client import REGISTRY, CollectorRegistry, Info
 
 from loopwatch.core.assembler import DROP_REASONS, EVICT_REASONS
 from loopwatch.core.config import Config
@@ -17,6 +16,7 @@ from loopwatch.core.outcomes import ERROR_CLASSES
 from loopwatch.core.records import GUARD_DECISIONS, SPAN_KINDS
 from loopwatch.core.spans import trace_hex
 from loopwatch.core.summary import NO_ROWS, TurnSummary
+from loopwatch.families import Family, Series
 from loopwatch.version import VERSION
 
 ATTEMPT_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 64)
@@ -46,25 +46,25 @@ def bounded_value(value: str, max_chars: int = LABEL_CHARS) -> str:
 
 class _LabelBound:
     """At most ``limit`` distinct values per label, each cut to ``max_chars``; later ones
-    become ``other`` (counted)."""
+    become ``other``, counted by ``overflow(label)``. Callers hold the metrics' lock."""
 
-    def __init__(self, limit: int, overflow: Counter, max_chars: int = LABEL_CHARS) -> None:
+    def __init__(self, limit: int, overflow: Callable[[str], None], max_chars: int) -> None:
         self.limit = limit
         self.overflow = overflow
         self.max_chars = max_chars
-        self.seen: dict[str, set[str]] = {}
-        self.lock = threading.Lock()
+        self.seen: dict[str, set[str]] = {label: set() for label in BOUNDED_LABELS}
 
     def __call__(self, label: str, value: str) -> str:
+        values = self.seen[label]
+        if value in values:  # a value seen before is already cut: skip hashing it again
+            return value
         value = bounded_value(value, self.max_chars)
-        with self.lock:
-            values = self.seen.setdefault(label, set())
-            if value in values:
-                return value
-            if len(values) < self.limit:
-                values.add(value)
-                return value
-        self.overflow.labels(label).inc()
+        if value in values:
+            return value
+        if len(values) < self.limit:
+            values.add(value)
+            return value
+        self.overflow(label)
         return OTHER
 
 
@@ -79,177 +79,182 @@ class LoopwatchMetrics:
         label_chars: int = LABEL_CHARS,
     ) -> None:
         r = REGISTRY if registry is None else registry
+        # One lock for every family: a turn's updates take it once, a scrape once per family.
+        self._lock = threading.Lock()
+        self._families: list[Family] = []
+
+        def family(
+            name: str, doc: str, kind: str, labels: Sequence[str], buckets: Sequence[float] = ()
+        ) -> Family:
+            f = Family(name, doc, kind, labels, self._lock, buckets)
+            r.register(f)
+            self._families.append(f)
+            return f
+
         turn = ["service", "agent", "model"]
-        self.turn_max_attempts = Histogram(
+        self.turn_max_attempts = family(
             "loopwatch_turn_max_attempts",
             "Max attempts over all attempt keys of one turn (one observation per turn).",
+            "histogram",
             turn,
-            buckets=ATTEMPT_BUCKETS,
-            registry=r,
+            ATTEMPT_BUCKETS,
         )
-        self.tool_max_attempts = Histogram(
+        self.tool_max_attempts = family(
             "loopwatch_tool_max_attempts",
             "Per tool used in a turn: max attempts over that tool's attempt keys.",
+            "histogram",
             [*turn, "tool", "tool_version"],
-            buckets=ATTEMPT_BUCKETS,
-            registry=r,
+            ATTEMPT_BUCKETS,
         )
-        self.no_rows_streak = Histogram(
+        self.no_rows_streak = family(
             "loopwatch_no_rows_streak",
             "Per tool with readable results in a turn: longest run of consecutive empty results.",
+            "histogram",
             [*turn, "tool"],
-            buckets=STREAK_BUCKETS,
-            registry=r,
+            STREAK_BUCKETS,
         )
-        self.turns = Counter(
-            "loopwatch_turns", "Finished turns, with or without tool calls.", turn, registry=r
+        self.turns = family(
+            "loopwatch_turns", "Finished turns, with or without tool calls.", "counter", turn
         )
-        self.loops = Counter(
+        self.loops = family(
             "loopwatch_loops",
             "Turns in which a key of this tool and error class looped (kind repeat or no_rows).",
+            "counter",
             [*turn, "tool", "error_class", "kind"],
-            registry=r,
         )
-        self.tool_calls = Counter(
+        self.tool_calls = family(
             "loopwatch_tool_calls",
             "Tool calls (error_class ok on success).",
+            "counter",
             [*turn, "tool", "error_class"],
-            registry=r,
         )
-        self.repeat_calls = Counter(
+        self.repeat_calls = family(
             "loopwatch_repeat_calls",
             "Tool calls past the first of their attempt key: the duplicates.",
+            "counter",
             [*turn, "tool", "error_class"],
-            registry=r,
         )
-        self.over_cap_seconds = Counter(
+        self.over_cap_seconds = family(
             "loopwatch_over_cap_seconds",
             "Wall time of calls past the loop threshold: what a loop breaker would have saved.",
+            "counter",
             [*turn, "tool"],
-            registry=r,
         )
-        self.guard_decisions = Counter(
+        self.guard_decisions = family(
             "loopwatch_guard_decisions",
             "Tool calls a loopwatch guard answered without executing, by decision.",
+            "counter",
             ["service", "agent", "tool", "decision"],
-            registry=r,
         )
-        self.model_first_seen = Gauge(
+        self.model_first_seen = family(
             "loopwatch_model_first_seen_timestamp_seconds",
             "When this process first saw a turn of this model.",
+            "gauge",
             turn,
-            registry=r,
         )
-        self.tool_version_first_seen = Gauge(
+        self.tool_version_first_seen = family(
             "loopwatch_tool_version_first_seen_timestamp_seconds",
             "When this process first saw this tool version (hash of its description).",
+            "gauge",
             ["service", "tool", "tool_version"],
-            registry=r,
         )
-        self.spans = Counter(
-            "loopwatch_spans",
-            "Spans read, by kind (tool, agent, llm, other).",
-            ["kind"],
-            registry=r,
+        self.spans = family(
+            "loopwatch_spans", "Spans read, by kind (tool, agent, llm, other).", "counter", ["kind"]
         )
-        self.spans_dropped = Counter(
-            "loopwatch_spans_dropped", "Spans not used, by reason.", ["reason"], registry=r
+        self.spans_dropped = family(
+            "loopwatch_spans_dropped", "Spans not used, by reason.", "counter", ["reason"]
         )
-        self.open_turns_gauge = Gauge(
-            "loopwatch_open_turns", "Traces buffered, waiting for their turn to end.", registry=r
+        self.open_turns_gauge = family(
+            "loopwatch_open_turns", "Traces buffered, waiting for their turn to end.", "gauge", []
         )
-        self.turns_evicted = Counter(
+        self.turns_evicted = family(
             "loopwatch_turns_evicted",
             "Turns finalized before their root span ended, by reason (idle, capacity, shutdown).",
+            "counter",
             ["reason"],
-            registry=r,
         )
-        self.late_spans = Counter(
+        self.late_spans = family(
             "loopwatch_late_spans",
             "Spans that arrived for a turn already finalized.",
-            registry=r,
+            "counter",
+            [],
         )
-        self.label_overflow = Counter(
+        self.label_overflow = family(
             "loopwatch_label_overflow",
             "Label values replaced by 'other' because the label reached its bound.",
+            "counter",
             ["label"],
-            registry=r,
         )
-        self.calls_without_arguments = Counter(
+        self.calls_without_arguments = family(
             "loopwatch_calls_without_arguments",
             "Tool calls whose arguments were not captured (keyed by tool and error class only).",
+            "counter",
             ["service", "tool"],
-            registry=r,
         )
-        self.calls_keyed_by_inference = Counter(
+        self.calls_keyed_by_inference = family(
             "loopwatch_calls_keyed_by_inference",
             "Failed calls of tools with no identity declaration, keyed on their arguments minus "
             "free text.",
+            "counter",
             ["service", "tool"],
-            registry=r,
         )
-        self.series_overflow = Counter(
+        self.series_overflow = family(
             "loopwatch_series_overflow",
             "Observations recorded in a family's overflow series (span-derived labels 'other') "
             "because the family reached its series budget.",
+            "counter",
             ["metric"],
-            registry=r,
         )
         Info("loopwatch_build", "loopwatch version.", registry=r).info({"version": VERSION})
-        self._bound = _LabelBound(label_limit, self.label_overflow, label_chars)
+        self._bound = _LabelBound(label_limit, self._label_overflowed, label_chars)
         self.series_limit = series_limit
         self.label_chars = label_chars
+        self._admitted: dict[str, int] = {}  # family -> series admitted under the budget
         # every self-health series at 0 from the start: "nothing arrived" is not "not wired"
-        for metric, values in (
-            (self.spans, SPAN_KINDS),
-            (self.spans_dropped, DROP_REASONS),
-            (self.turns_evicted, EVICT_REASONS),
-            (self.label_overflow, BOUNDED_LABELS),
-        ):
-            for value in values:
-                metric.labels(value)
-        # labels() validates and locks on every call; the children it returns never change
-        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
-        self._series: dict[int, int] = {}  # family -> series admitted under the budget
-        self._first_seen: set[int] = set()  # ids of the gauge children already set
-        self._lock = threading.Lock()
-        for family in self._families():
-            if _budgeted(family):
-                self.series_overflow.labels(_family_name(family))  # present from the start, at 0
+        with self._lock:
+            for f, values in (
+                (self.spans, SPAN_KINDS),
+                (self.spans_dropped, DROP_REASONS),
+                (self.turns_evicted, EVICT_REASONS),
+                (self.label_overflow, BOUNDED_LABELS),
+            ):
+                for value in values:
+                    self._series(f, (value,))
+            for f in (self.open_turns_gauge, self.late_spans):
+                self._series(f, ())
+            for f in self._families:
+                if _budgeted(f):
+                    self._series(self.series_overflow, (_family_name(f),))  # at 0 from the start
 
-    def _families(self) -> list[MetricWrapperBase]:
-        return [m for m in vars(self).values() if isinstance(m, MetricWrapperBase)]
-
-    def _child(self, metric: Any, *labels: str) -> Any:
-        key = (id(metric), labels)
-        child = self._children.get(key)
-        if child is not None:
-            return child
-        if _budgeted(metric):
-            with self._lock:
-                admitted = self._series.get(id(metric), 0) < self.series_limit
-                if admitted:
-                    self._series[id(metric)] = self._series.get(id(metric), 0) + 1
-            if not admitted:
+    def _series(self, family: Family, labels: tuple[str, ...]) -> Series:
+        """The series of ``labels``, created at 0 when new; past the family's series budget, its
+        overflow series (caller holds the lock)."""
+        series = family.series.get(labels)
+        if series is not None:
+            return series
+        if _budgeted(family):
+            name = _family_name(family)
+            admitted = self._admitted.get(name, 0)
+            if admitted < self.series_limit:
+                self._admitted[name] = admitted + 1
+            else:
                 # past the budget: the overflow series, whose span-derived labels are all
                 # 'other' (closed vocabularies such as error_class stay as they are)
-                self._child(self.series_overflow, _family_name(metric)).inc()
-                key = (id(metric), _overflow_labels(metric, labels))
-                child = self._children.get(key)
-                if child is not None:
-                    return child
-                labels = key[1]
-        child = self._children[key] = metric.labels(*labels)
-        return child
+                self._series(self.series_overflow, (name,)).values[0] += 1
+                labels = _overflow_labels(family, labels)
+                series = family.series.get(labels)
+                if series is not None:
+                    return series
+        return family.add(labels, time.time())
 
-    def _set_once(self, gauge: Gauge, labels: tuple[str, ...], value: float) -> None:
-        """Set a first-seen gauge the first time its series is used."""
-        child = self._child(gauge, *labels)
-        with self._lock:
-            if id(child) in self._first_seen:
-                return
-            self._first_seen.add(id(child))
-        child.set(value)
+    def _set_once(self, gauge: Family, labels: tuple[str, ...], value: float) -> None:
+        """Set a first-seen gauge the first time its series is used (caller holds the lock)."""
+        series = self._series(gauge, labels)
+        if not series.values[0]:  # 0 until set: a clock time is never 0
+            series.values[0] = value
+
+    def _label_overflowed(self, label: str) -> None:
+        self._series(self.label_overflow, (label,)).values[0] += 1
 
     def exposition_bound_bytes(self) -> int:
         """An upper bound on the size of this registry's text exposition (Prometheus text or
@@ -261,12 +266,11 @@ class LoopwatchMetrics:
         UTF-8 takes; an exemplar's trace id and timestamp). A family with closed labels only
         (self-health) is counted at _CLOSED_SERIES series."""
         total = 0
-        for family in self._families():
+        for family in self._families:
             name = _family_name(family)
-            names = family._labelnames
-            buckets = getattr(family, "_upper_bounds", ())
-            lines = {"counter": 2, "gauge": 1, "histogram": len(buckets) + 3, "info": 1}
-            per_series = lines.get(str(family._type), 1)
+            names = family.labelnames
+            lines = {"counter": 2, "gauge": 1, "histogram": len(family.upper_bounds) + 3}
+            per_series = lines[family.type]
             series = _CLOSED_SERIES
             if _budgeted(family):
                 overflow = 1
@@ -285,59 +289,73 @@ class LoopwatchMetrics:
 
     # -- Sink ---------------------------------------------------------------------------------
     def turn(self, s: TurnSummary) -> None:
-        b = self._bound
-        service, agent, model = b("service", s.service), b("agent", s.agent), b("model", s.model)
-        turn = (service, agent, model)
-        exemplar = {"trace_id": trace_hex(s.trace_id)}
-        self._child(self.turns, *turn).inc()
+        trace_id = trace_hex(s.trace_id)  # the exemplars' one label
         now = time.time()
-        self._set_once(self.model_first_seen, turn, now)
-        if s.max_attempts:
-            self._child(self.turn_max_attempts, *turn).observe(s.max_attempts, exemplar)
-        for t in s.tools:
-            tool = b("tool", t.tool)
-            version = b("tool_version", t.tool_version)
-            self._set_once(self.tool_version_first_seen, (service, tool, version), now)
-            for decision, n in t.guard_decisions:
-                self._child(self.guard_decisions, service, agent, tool, decision).inc(n)
-            if not t.max_attempts:
-                continue  # every call of this tool was answered by a guard
-            self._child(self.tool_max_attempts, *turn, tool, version).observe(
-                t.max_attempts, exemplar
+        with self._lock:  # once per turn: a scrape sees every series of a turn whole
+            b = self._bound
+            service, agent, model = (
+                b("service", s.service),
+                b("agent", s.agent),
+                b("model", s.model),
             )
-            if t.no_rows_streak is not None:
-                self._child(self.no_rows_streak, *turn, tool).observe(t.no_rows_streak, exemplar)
-            for error_class, n in t.calls:
-                self._child(self.tool_calls, *turn, tool, error_class).inc(n)
-            for error_class, n in t.repeats:
-                self._child(self.repeat_calls, *turn, tool, error_class).inc(n)
-            for error_class, kind in t.loops:
-                self._child(self.loops, *turn, tool, error_class, kind).inc()
-            if t.over_cap_seconds:
-                self._child(self.over_cap_seconds, *turn, tool).inc(t.over_cap_seconds)
-            if t.calls_without_arguments:
-                self._child(self.calls_without_arguments, service, tool).inc(
-                    t.calls_without_arguments
-                )
-            if t.calls_keyed_by_inference:
-                self._child(self.calls_keyed_by_inference, service, tool).inc(
-                    t.calls_keyed_by_inference
-                )
+            turn = (service, agent, model)
+            self._series(self.turns, turn).values[0] += 1
+            self._set_once(self.model_first_seen, turn, now)
+            if s.max_attempts:
+                hist = self.turn_max_attempts
+                hist.observe(self._series(hist, turn), s.max_attempts, trace_id, now)
+            for t in s.tools:
+                tool = b("tool", t.tool)
+                version = b("tool_version", t.tool_version)
+                self._set_once(self.tool_version_first_seen, (service, tool, version), now)
+                for decision, n in t.guard_decisions:
+                    self._series(self.guard_decisions, (service, agent, tool, decision)).values[
+                        0
+                    ] += n
+                if not t.max_attempts:
+                    continue  # every call of this tool was answered by a guard
+                hist = self.tool_max_attempts
+                series = self._series(hist, (*turn, tool, version))
+                hist.observe(series, t.max_attempts, trace_id, now)
+                if t.no_rows_streak is not None:
+                    hist = self.no_rows_streak
+                    hist.observe(self._series(hist, (*turn, tool)), t.no_rows_streak, trace_id, now)
+                for error_class, n in t.calls:
+                    self._series(self.tool_calls, (*turn, tool, error_class)).values[0] += n
+                for error_class, n in t.repeats:
+                    self._series(self.repeat_calls, (*turn, tool, error_class)).values[0] += n
+                for error_class, kind in t.loops:
+                    self._series(self.loops, (*turn, tool, error_class, kind)).values[0] += 1
+                if t.over_cap_seconds:
+                    self._series(self.over_cap_seconds, (*turn, tool)).values[0] += (
+                        t.over_cap_seconds
+                    )
+                if t.calls_without_arguments:
+                    series = self._series(self.calls_without_arguments, (service, tool))
+                    series.values[0] += t.calls_without_arguments
+                if t.calls_keyed_by_inference:
+                    series = self._series(self.calls_keyed_by_inference, (service, tool))
+                    series.values[0] += t.calls_keyed_by_inference
 
     def span(self, kind: str, count: int = 1) -> None:
-        self._child(self.spans, kind).inc(count)
+        with self._lock:
+            self._series(self.spans, (kind,)).values[0] += count
 
     def dropped(self, reason: str) -> None:
-        self._child(self.spans_dropped, reason).inc()
+        with self._lock:
+            self._series(self.spans_dropped, (reason,)).values[0] += 1
 
     def evicted(self, reason: str) -> None:
-        self._child(self.turns_evicted, reason).inc()
+        with self._lock:
+            self._series(self.turns_evicted, (reason,)).values[0] += 1
 
     def late(self) -> None:
-        self.late_spans.inc()
+        with self._lock:
+            self.late_spans.series[()].values[0] += 1
 
     def open_turns(self, count: int) -> None:
-        self.open_turns_gauge.set(count)
+        with self._lock:
+            self.open_turns_gauge.series[()].values[0] = float(count)
 
 
 # For the exposition's bound: a family with closed labels only has at most this many series;
@@ -349,20 +367,19 @@ _EXEMPLAR_BYTES = 100
 _HEADER_BYTES = 600
 
 
-def _budgeted(family: Any) -> bool:
-    return any(label in OPEN_LABELS for label in family._labelnames)
+def _budgeted(family: Family) -> bool:
+    return any(label in OPEN_LABELS for label in family.labelnames)
 
 
-def _family_name(family: Any) -> str:
+def _family_name(family: Family) -> str:
     """The name as queried: counters with their ``_total``."""
-    name: str = family._name
-    return f"{name}_total" if family._type == "counter" else name
+    return f"{family.name}_total" if family.type == "counter" else family.name
 
 
-def _overflow_labels(family: Any, labels: tuple[str, ...]) -> tuple[str, ...]:
+def _overflow_labels(family: Family, labels: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(
         OTHER if name in OPEN_LABELS else value
-        for name, value in zip(family._labelnames, labels, strict=True)
+        for name, value in zip(family.labelnames, labels, strict=True)
     )
 
 
