@@ -240,12 +240,22 @@ class LoopwatchMetrics:
             else:
                 # past the budget: the overflow series, whose span-derived labels are all
                 # 'other' (closed vocabularies such as error_class stay as they are)
-                self._series(self.series_overflow, (name,)).values[0] += 1
+                self._add(self.series_overflow, (name,), 1)
                 labels = _overflow_labels(family, labels)
                 series = family.series.get(labels)
                 if series is not None:
                     return series
         return family.add(labels, time.time())
+
+    def _add(self, counter: Family, labels: tuple[str, ...], amount: float) -> None:
+        """Add to a counter (caller holds the lock)."""
+        self._series(counter, labels).values[0] += amount
+
+    def _observe(
+        self, histogram: Family, labels: tuple[str, ...], amount: float, trace_id: str, now: float
+    ) -> None:
+        """Observe ``amount``, with the trace as exemplar (caller holds the lock)."""
+        histogram.observe(self._series(histogram, labels), amount, trace_id, now)
 
     def _set_once(self, gauge: Family, labels: tuple[str, ...], value: float) -> None:
         """Set a first-seen gauge the first time its series is used (caller holds the lock)."""
@@ -254,7 +264,7 @@ class LoopwatchMetrics:
             series.values[0] = value
 
     def _label_overflowed(self, label: str) -> None:
-        self._series(self.label_overflow, (label,)).values[0] += 1
+        self._add(self.label_overflow, (label,), 1)
 
     def exposition_bound_bytes(self) -> int:
         """An upper bound on the size of this registry's text exposition (Prometheus text or
@@ -291,71 +301,60 @@ class LoopwatchMetrics:
     def turn(self, s: TurnSummary) -> None:
         trace_id = trace_hex(s.trace_id)  # the exemplars' one label
         now = time.time()
+        add, observe = self._add, self._observe
         with self._lock:  # once per turn: a scrape sees every series of a turn whole
             b = self._bound
-            service, agent, model = (
-                b("service", s.service),
-                b("agent", s.agent),
-                b("model", s.model),
-            )
-            turn = (service, agent, model)
-            self._series(self.turns, turn).values[0] += 1
+            turn = (b("service", s.service), b("agent", s.agent), b("model", s.model))
+            service, agent, _ = turn
+            add(self.turns, turn, 1)
             self._set_once(self.model_first_seen, turn, now)
             if s.max_attempts:
-                hist = self.turn_max_attempts
-                hist.observe(self._series(hist, turn), s.max_attempts, trace_id, now)
+                observe(self.turn_max_attempts, turn, s.max_attempts, trace_id, now)
             for t in s.tools:
                 tool = b("tool", t.tool)
                 version = b("tool_version", t.tool_version)
                 self._set_once(self.tool_version_first_seen, (service, tool, version), now)
                 for decision, n in t.guard_decisions:
-                    self._series(self.guard_decisions, (service, agent, tool, decision)).values[
-                        0
-                    ] += n
+                    add(self.guard_decisions, (service, agent, tool, decision), n)
                 if not t.max_attempts:
                     continue  # every call of this tool was answered by a guard
-                hist = self.tool_max_attempts
-                series = self._series(hist, (*turn, tool, version))
-                hist.observe(series, t.max_attempts, trace_id, now)
+                observe(
+                    self.tool_max_attempts, (*turn, tool, version), t.max_attempts, trace_id, now
+                )
                 if t.no_rows_streak is not None:
-                    hist = self.no_rows_streak
-                    hist.observe(self._series(hist, (*turn, tool)), t.no_rows_streak, trace_id, now)
+                    observe(self.no_rows_streak, (*turn, tool), t.no_rows_streak, trace_id, now)
                 for error_class, n in t.calls:
-                    self._series(self.tool_calls, (*turn, tool, error_class)).values[0] += n
+                    add(self.tool_calls, (*turn, tool, error_class), n)
                 for error_class, n in t.repeats:
-                    self._series(self.repeat_calls, (*turn, tool, error_class)).values[0] += n
+                    add(self.repeat_calls, (*turn, tool, error_class), n)
                 for error_class, kind in t.loops:
-                    self._series(self.loops, (*turn, tool, error_class, kind)).values[0] += 1
+                    add(self.loops, (*turn, tool, error_class, kind), 1)
                 if t.over_cap_seconds:
-                    self._series(self.over_cap_seconds, (*turn, tool)).values[0] += (
-                        t.over_cap_seconds
-                    )
+                    add(self.over_cap_seconds, (*turn, tool), t.over_cap_seconds)
                 if t.calls_without_arguments:
-                    series = self._series(self.calls_without_arguments, (service, tool))
-                    series.values[0] += t.calls_without_arguments
+                    add(self.calls_without_arguments, (service, tool), t.calls_without_arguments)
                 if t.calls_keyed_by_inference:
-                    series = self._series(self.calls_keyed_by_inference, (service, tool))
-                    series.values[0] += t.calls_keyed_by_inference
+                    add(self.calls_keyed_by_inference, (service, tool), t.calls_keyed_by_inference)
 
     def span(self, kind: str, count: int = 1) -> None:
         with self._lock:
-            self._series(self.spans, (kind,)).values[0] += count
+            self._add(self.spans, (kind,), count)
 
     def dropped(self, reason: str) -> None:
         with self._lock:
-            self._series(self.spans_dropped, (reason,)).values[0] += 1
+            self._add(self.spans_dropped, (reason,), 1)
 
     def evicted(self, reason: str) -> None:
         with self._lock:
-            self._series(self.turns_evicted, (reason,)).values[0] += 1
+            self._add(self.turns_evicted, (reason,), 1)
 
     def late(self) -> None:
         with self._lock:
-            self.late_spans.series[()].values[0] += 1
+            self._add(self.late_spans, (), 1)
 
     def open_turns(self, count: int) -> None:
         with self._lock:
-            self.open_turns_gauge.series[()].values[0] = float(count)
+            self._series(self.open_turns_gauge, ()).values[0] = float(count)
 
 
 # For the exposition's bound: a family with closed labels only has at most this many series;
