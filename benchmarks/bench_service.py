@@ -133,9 +133,50 @@ def realistic_requests(turns: int, seed: int) -> list[bytes]:
     return [encode_spans(b).SerializePartialToString() for b in batches(spans)]
 
 
+# What differs between real spans, fresh in every copy (so a copy costs the service what new
+# spans would, not what repeated ones do): per span the ids and texts of one call, per trace
+# those of one request or conversation; the rest (models, kinds, code location, routes) repeats.
+_PER_SPAN = (
+    "gen_ai.response.id",
+    "gen_ai.tool.call.id",
+    "gen_ai.usage.",
+    "llm.token_count.",
+    "llm.usage.",
+    "gen_ai.prompt.",
+    "gen_ai.completion.",
+    "llm.input_messages.",
+    "llm.output_messages.",
+    "logfire.msg",
+    "db.query.text",
+    "url.path",
+)
+_PER_TRACE = (
+    "request.id",
+    "gen_ai.conversation.id",
+    "session.",
+    "traceloop.association.properties.session_id",
+    "client.address",
+)
+
+
+def _freshen(span: Any, per_span: str, per_trace: str, number: int) -> None:
+    for kv in span.attributes:
+        fresh = per_span if kv.key.startswith(_PER_SPAN) else None
+        fresh = per_trace if kv.key.startswith(_PER_TRACE) else fresh
+        if fresh is None:
+            continue
+        value = kv.value
+        if value.WhichOneof("value") == "string_value":
+            value.string_value += fresh
+        elif value.WhichOneof("value") == "int_value":
+            value.int_value += number
+
+
 def copies(bodies: list[bytes], count: int, first: int) -> list[bytes]:
-    """``count`` copies of the requests, each copy's traces under new trace ids."""
+    """``count`` copies of the requests, each copy's traces under new trace ids, and the values
+    that differ between real spans and traces fresh in each."""
     out = []
+    number = 0
     for k in range(first, first + count):
         salt = (k + 1) << 64
         for body in bodies:
@@ -145,6 +186,8 @@ def copies(bodies: list[bytes], count: int, first: int) -> list[bytes]:
                     for span in ss.spans:
                         trace_id = int.from_bytes(span.trace_id, "big") ^ salt
                         span.trace_id = trace_id.to_bytes(16, "big")
+                        number += 1
+                        _freshen(span, f"-{k}-{number}", f"-{trace_id:x}", number)
             out.append(request.SerializeToString())
     return out
 

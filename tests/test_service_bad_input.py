@@ -20,6 +20,7 @@ from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.scenarios import fourteen_tickets
 from loopwatch.service.app import Service
 from loopwatch.service.otlp import hex_ids_json
+from loopwatch.service.otlp_lean import LeanRequest
 from tests.test_service_support import post, request_for, running, settle, value
 
 LIMIT = 64 * 1024
@@ -85,6 +86,19 @@ def _status(raw: bytes) -> tuple[int, str]:
     return s.code, s.message
 
 
+def _with_attribute(raw: bytes) -> bytes:
+    """A valid request whose first span carries one more attribute: these serialized bytes."""
+    body = request_for(fourteen_tickets(), start_s=90_000).SerializeToString()
+    request = LeanRequest.FromString(body)
+    request.resource_spans[0].scope_spans[0].spans[0].attributes.append(raw)
+    return bytes(request.SerializeToString())
+
+
+# a key the conventions read, its value cut short / not UTF-8: the whole request is refused
+TRUNCATED_ATTRIBUTE = _with_attribute(b"\x0a\x10gen_ai.tool.name\x12\x05\x0a\x03ab")
+NOT_UTF8_ATTRIBUTE = _with_attribute(b"\x0a\x10gen_ai.tool.name\x12\x04\x0a\x02\xff\xfe")
+
+
 def _bomb() -> bytes:
     # 32 MiB of zeros gzip to ~32 KiB: under the wire limit, far over the decompressed one
     return gzip.compress(b"\0" * (32 * 1024 * 1024), compresslevel=9)
@@ -93,6 +107,8 @@ def _bomb() -> bytes:
 HTTP_CASES = {
     "malformed protobuf": (b"\x0a\xff\xff\xff", "application/x-protobuf", None, 400),
     "malformed json": (b'{"resourceSpans": [', "application/json", None, 400),
+    "truncated attribute": (TRUNCATED_ATTRIBUTE, "application/x-protobuf", None, 400),
+    "attribute not UTF-8": (NOT_UTF8_ATTRIBUTE, "application/x-protobuf", None, 400),
     "json of the wrong shape": (b'{"resourceSpans": 3}', "application/json", None, 400),
     "json id not hex": (
         b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz","spanId":"01"}]}]}]}',
@@ -200,6 +216,8 @@ def _grpc_call(service: Service, body: bytes, compression: grpc.Compression | No
     ("body", "compression", "code"),
     [
         (b"\x0a\xff\xff\xff", None, grpc.StatusCode.INVALID_ARGUMENT),
+        (TRUNCATED_ATTRIBUTE, None, grpc.StatusCode.INVALID_ARGUMENT),
+        (NOT_UTF8_ATTRIBUTE, None, grpc.StatusCode.INVALID_ARGUMENT),
         (b"\0" * (LIMIT + 1), None, grpc.StatusCode.RESOURCE_EXHAUSTED),
         # a valid request whose decompressed size is over the limit
         (
@@ -210,7 +228,13 @@ def _grpc_call(service: Service, body: bytes, compression: grpc.Compression | No
             grpc.StatusCode.RESOURCE_EXHAUSTED,
         ),
     ],
-    ids=["malformed", "over the size limit", "gzip bomb"],
+    ids=[
+        "malformed",
+        "truncated attribute",
+        "attribute not UTF-8",
+        "over the size limit",
+        "gzip bomb",
+    ],
 )
 def test_grpc_bad_request_then_good(
     service: Service, good: Good, body: bytes, compression: grpc.Compression | None, code: object

@@ -34,11 +34,9 @@ def _export(pipeline: Pipeline) -> Any:
     # deserialize with INTERNAL, OTLP wants INVALID_ARGUMENT, so we parse it ourselves.
     def export(body: bytes, context: grpc.ServicerContext) -> Any:
         try:
-            request = parse_protobuf(body)
+            return accept(pipeline, parse_protobuf(body))
         except RequestError as e:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        try:
-            return accept(pipeline, request)
         except Overloaded as e:
             # UNAVAILABLE is the retryable code of the OTLP spec: the exporter sends again
             context.abort(grpc.StatusCode.UNAVAILABLE, str(e))

@@ -11,14 +11,17 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
 from loopwatch.conventions.read import UNREAD_PREFIXES
 from loopwatch.core.spans import EventView, SpanView
+from loopwatch.service.otlp_lean import LeanRequest
 
 # SpanView.extra key: the parent is in another process (OTLP span flags say so).
 REMOTE_PARENT = "remote_parent"
 _REMOTE_KNOWN = 0x100  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
 _REMOTE = 0x200  # SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+_REMOTE_BOTH = _REMOTE_KNOWN | _REMOTE
 _REMOTE_EXTRA = {REMOTE_PARENT: True}
 _TOO_DEEP = "nested too deeply"
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
@@ -37,8 +40,9 @@ class Decoded:
 
 
 def parse_protobuf(body: bytes) -> Any:
-    """Parse a binary ``ExportTraceServiceRequest``."""
-    request = ExportTraceServiceRequest()
+    """Parse a binary ``ExportTraceServiceRequest`` (span attributes left serialized: see
+    :func:`span_views`)."""
+    request = LeanRequest()
     try:
         request.ParseFromString(body)
     except (DecodeError, RuntimeError, ValueError) as e:
@@ -144,6 +148,77 @@ def attributes(pairs: Iterable[Any], skip: tuple[str, ...] = ()) -> dict[str, An
     return out
 
 
+# Serialized span attributes met before, each with what it became (_SKIPPED: not kept): spans
+# repeat most of theirs (model, provider, kind, code location, HTTP method), and a lookup costs a
+# fraction of decoding one. Bounded in entries, and in the bytes of each (a longer one would
+# cost more to hash than it saves).
+SEEN_ENTRIES = 8192
+SEEN_BYTES = 128
+_SKIPPED = ("", None)
+_SEEN: dict[bytes, tuple[str, Any]] = {}
+_SHAREABLE = (str, int, float, bool, bytes, type(None))  # immutable: one value, many spans
+# Serialized keys (UTF-8) met before: is the key an unread one? Bounded in entries.
+_UNREAD_BYTES = tuple(p.encode() for p in UNREAD_PREFIXES)
+_KEYS_ENTRIES = 4096
+_UNREAD_KEYS: dict[bytes, bool] = {}
+
+
+def _unread_key(key: bytes, size: int) -> bool:
+    unread = len(key) == size and key.startswith(_UNREAD_BYTES)
+    if len(_UNREAD_KEYS) >= _KEYS_ENTRIES:
+        _UNREAD_KEYS.clear()
+    _UNREAD_KEYS[key] = unread
+    return unread
+
+
+def _key_value(raw: bytes) -> tuple[str, Any]:
+    # The key as encoders write it: the first field (tag 0x0A), its length in one byte. An
+    # attribute skipped by it is not decoded, so not checked: its value is never read.
+    size = raw[1] if len(raw) > 1 and raw[0] == 0x0A else 0x80
+    if size < 0x80:
+        key = raw[2 : 2 + size]
+        unread = _UNREAD_KEYS.get(key)
+        if unread is None:
+            unread = _unread_key(key, size)
+    else:
+        unread = False
+    if unread:
+        got = _SKIPPED
+    else:
+        try:
+            pair = KeyValue.FromString(raw)
+        except (DecodeError, RuntimeError, ValueError) as e:
+            raise RequestError(f"not an OTLP protobuf trace request: attribute: {e}") from None
+        name = pair.key
+        if name.startswith(UNREAD_PREFIXES):  # written unusually: a long key, fields reordered
+            got = _SKIPPED
+        else:
+            value = pair.value
+            text = value.string_value  # most are strings: one call, not WhichOneof and a get
+            got = (name, text) if text else (name, any_value(value))
+            if not isinstance(got[1], _SHAREABLE):
+                return got
+    if len(raw) <= SEEN_BYTES:
+        if len(_SEEN) >= SEEN_ENTRIES:
+            _SEEN.clear()
+        _SEEN[raw] = got
+    return got
+
+
+def span_attributes(raw: Iterable[bytes]) -> dict[str, Any]:
+    """A span's serialized ``KeyValue`` attributes as a dict, without the ones whose key starts
+    with one of the conventions' ``UNREAD_PREFIXES`` (RequestError for a malformed one)."""
+    out: dict[str, Any] = {}
+    seen = _SEEN
+    for kv in raw:
+        got = seen.get(kv)  # a long one is never there, and hashing it costs less than a call
+        if got is None:
+            got = _key_value(kv)
+        if got is not _SKIPPED:
+            out[got[0]] = got[1]
+    return out
+
+
 def _service(resource: Any) -> str:
     for kv in resource.attributes:
         if kv.key == "service.name":
@@ -177,39 +252,51 @@ def count_spans(request: Any) -> tuple[int, int]:
 
 
 def span_views(request: Any) -> Decoded:
-    """Every span of the request as a SpanView; spans with invalid ids are rejected."""
+    """Every span of the request as a SpanView; spans with invalid ids are rejected, a malformed
+    attribute is a RequestError. ``request``: from :func:`parse_protobuf`, or any
+    ``ExportTraceServiceRequest`` message."""
+    if not isinstance(request, LeanRequest):
+        request = LeanRequest.FromString(request.SerializeToString())
     spans: list[SpanView] = []
+    append = spans.append
     rejected = 0
     from_bytes = int.from_bytes
     for rs in request.resource_spans:
         service = _service(rs.resource)
         for ss in rs.scope_spans:
             for span in ss.spans:
-                if not _valid(span):
+                trace_id, span_id, parent = span.trace_id, span.span_id, span.parent_span_id
+                if not (
+                    len(trace_id) == 16
+                    and len(span_id) == 8
+                    and len(parent) in (0, 8)
+                    and any(trace_id)
+                    and any(span_id)
+                ):
                     rejected += 1
                     continue
-                parent = span.parent_span_id
                 has_parent = bool(parent) and any(parent)
+                start = span.start_time_unix_nano
+                events = span.events
                 status = span.status
-                remote = has_parent and span.flags & (_REMOTE_KNOWN | _REMOTE) == (
-                    _REMOTE_KNOWN | _REMOTE
-                )
-                spans.append(
+                append(
                     SpanView(
-                        trace_id=from_bytes(span.trace_id, "big"),
-                        span_id=from_bytes(span.span_id, "big"),
-                        parent_id=from_bytes(parent, "big") if has_parent else None,
-                        name=span.name,
-                        start_ns=span.start_time_unix_nano,
-                        end_ns=span.end_time_unix_nano or span.start_time_unix_nano,
-                        attributes=attributes(span.attributes, UNREAD_PREFIXES),
-                        events=tuple(
-                            EventView(e.name, attributes(e.attributes)) for e in span.events
-                        ),
-                        status_code=status.code,
-                        status_description=status.message,
-                        service=service,
-                        extra=_REMOTE_EXTRA if remote else {},
+                        from_bytes(trace_id),
+                        from_bytes(span_id),
+                        from_bytes(parent) if has_parent else None,
+                        span.name,
+                        start,
+                        span.end_time_unix_nano or start,
+                        span_attributes(span.attributes),
+                        tuple(EventView(e.name, attributes(e.attributes)) for e in events)
+                        if events
+                        else (),
+                        status.code,
+                        status.message,
+                        service,
+                        _REMOTE_EXTRA
+                        if has_parent and span.flags & _REMOTE_BOTH == _REMOTE_BOTH
+                        else {},
                     )
                 )
     return Decoded(spans, rejected)
@@ -236,5 +323,6 @@ __all__ = [
     "hex_ids_json",
     "parse_json",
     "parse_protobuf",
+    "span_attributes",
     "span_views",
 ]

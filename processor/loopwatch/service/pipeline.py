@@ -23,6 +23,7 @@ log = logging.getLogger("loopwatch.service")
 # How often the worker looks for roots past their grace, and for idle traces.
 _GRACE_CHECK_SECONDS = 0.05
 _SWEEP_SECONDS = 1.0
+_MAY_WATCH = (TurnMark, ToolCall)
 
 
 class Pipeline:
@@ -54,6 +55,13 @@ class Pipeline:
         self._worker.start()
 
     # -- request threads ------------------------------------------------------------------------
+    def has_room(self, count: int) -> bool:
+        """Whether :meth:`submit` would take ``count`` spans now."""
+        with self._cond:
+            return not self._stopping and (
+                not self._queued or self._queued + count <= self.config.queue_spans
+            )
+
     def submit(self, spans: Sequence[SpanView]) -> bool:
         """Queue one request's spans; False when the queue is full (the caller answers with a
         retryable error, so the exporter sends them again) or the pipeline is stopping."""
@@ -128,7 +136,8 @@ class Pipeline:
                 kind = kind_of(record)
                 counts[kind] = counts.get(kind, 0) + 1
                 add(span.trace_id, span.service, record, root_finalizes=False)
-                if span.parent_id is not None:
+                # only an agent or tool span, or one with a remote parent, can start the grace
+                if span.parent_id is not None and (span.extra or type(record) in _MAY_WATCH):
                     self._watch_process_root(span, record)
             except Exception:
                 log.debug("loopwatch: span not read", exc_info=True)

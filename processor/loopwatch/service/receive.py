@@ -7,7 +7,7 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from loopwatch.core.assembler import DROP_INVALID_ID
-from loopwatch.service.otlp import count_spans, span_views
+from loopwatch.service.otlp import span_views
 from loopwatch.service.pipeline import Pipeline
 
 REJECTED_MESSAGE = "spans rejected: trace_id must be 16 bytes and span_id 8 bytes, not all zero"
@@ -19,10 +19,17 @@ class Overloaded(Exception):
 
 
 def accept(pipeline: Pipeline, request: Any) -> Any:
-    """Queue the request's spans; the ``ExportTraceServiceResponse`` to send back."""
-    valid, rejected = count_spans(request)
-    # converted on the pipeline's worker: the exporter waits only for the parse and this count
-    if not pipeline.submit_lazy(valid, lambda: span_views(request).spans):
+    """Queue the request's spans; the ``ExportTraceServiceResponse`` to send back. Raises
+    RequestError for a malformed attribute, Overloaded when the queue is full."""
+    # converted here, not on the worker: a malformed attribute must fail the request; a full
+    # queue refuses before that work
+    if not pipeline.has_room(
+        sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+    ):
+        raise Overloaded(OVERLOADED_MESSAGE)
+    decoded = span_views(request)
+    rejected = decoded.rejected
+    if not pipeline.submit(decoded.spans):
         raise Overloaded(OVERLOADED_MESSAGE)
     response = ExportTraceServiceResponse()
     if rejected:

@@ -1,0 +1,83 @@
+"""Span attributes read from their serialized bytes (otlp_lean, otlp.span_attributes): the same
+dict the official messages give, whatever the encoder's layout, with bounded caches."""
+
+from __future__ import annotations
+
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from benchmarks.streams import STREAMS, record
+from loopwatch.conventions.read import UNREAD_PREFIXES
+from loopwatch.service import otlp
+from loopwatch.service.otlp import attributes, parse_protobuf, span_attributes, span_views
+
+
+def _kv(key: str, text: str) -> bytes:
+    return bytes(KeyValue(key=key, value=AnyValue(string_value=text)).SerializeToString())
+
+
+def test_every_benchmark_stream_reads_as_the_official_messages_do() -> None:
+    checked = 0
+    for name in sorted(STREAMS):
+        spans = record(STREAMS[name])[:600]
+        for i in range(0, len(spans), 200):
+            body = encode_spans(spans[i : i + 200]).SerializeToString()
+            official = [
+                attributes(s.attributes, UNREAD_PREFIXES)
+                for rs in ExportTraceServiceRequest.FromString(body).resource_spans
+                for ss in rs.scope_spans
+                for s in ss.spans
+            ]
+            for _ in range(2):  # first from the bytes, then from the cache
+                views = span_views(parse_protobuf(body)).spans
+                assert [v.attributes for v in views] == official
+                checked += len(views)
+    assert checked > 2000
+
+
+def test_unusual_layouts_read_as_protobuf_reads_them() -> None:
+    value_first = bytes(
+        KeyValue(value=AnyValue(string_value="GET")).SerializeToString()
+        + KeyValue(key="http.method").SerializeToString()
+    )
+    long_unread = _kv("http." + "x" * 200, "skipped")
+    long_read = _kv("gen_ai." + "y" * 200, "kept")
+    short = _kv("db", "a key shorter than the prefix db.")
+    out = span_attributes(
+        [value_first, long_unread, long_read, short, _kv("tool", "a"), _kv("tool", "b"), b""]
+    )
+    assert out == {
+        "gen_ai." + "y" * 200: "kept",
+        "db": "a key shorter than the prefix db.",
+        "tool": "b",
+        "": None,
+    }
+
+
+def test_an_unread_attribute_is_not_decoded() -> None:
+    # its key says it is never read: its value is skipped unchecked (here: not protobuf at all)
+    garbage = b"\x0a\x09http.path\xff\xff\xff"
+    assert span_attributes([garbage, _kv("tool", "a")]) == {"tool": "a"}
+
+
+def test_caches_stay_bounded_and_share_only_immutable_values() -> None:
+    for i in range(otlp.SEEN_ENTRIES * 2 + 10):
+        span_attributes([_kv(f"k{i % 5000}", f"v{i}"), _kv(f"http.k{i}", "x")])
+        assert len(otlp._SEEN) <= otlp.SEEN_ENTRIES
+    assert len(otlp._UNREAD_KEYS) <= otlp._KEYS_ENTRIES
+    long = _kv("tool", "z" * otlp.SEEN_BYTES)
+    span_attributes([long])
+    assert long not in otlp._SEEN
+    kvlist = bytes(
+        KeyValue(
+            key="meta", value=AnyValue(kvlist_value={"values": [_pair("a", "b")]})
+        ).SerializeToString()
+    )
+    first, second = span_attributes([kvlist]), span_attributes([kvlist])
+    assert first == second == {"meta": {"a": "b"}}
+    assert first["meta"] is not second["meta"]
+
+
+def _pair(key: str, text: str) -> KeyValue:
+    return KeyValue(key=key, value=AnyValue(string_value=text))
