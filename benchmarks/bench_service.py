@@ -1,19 +1,24 @@
 """``loopwatch serve`` under load: throughput against a decode-only baseline, and a soak.
 
     .venv/bin/python benchmarks/bench_service.py rate [--copies 20] [--rounds 3] [--out DIR]
+                                                      [--baseline REV]
     .venv/bin/python benchmarks/bench_service.py throughput [--turns 3000] [--rounds 3]
     .venv/bin/python benchmarks/bench_service.py soak [--seconds 180] [--rate 40] [--out DIR]
 
 rate: the realistic stream of streams.py (spans with 15-30 attributes, as instrumentations write
 them; web spans beside the agents), encoded once into OTLP requests of 512 spans, copied with
-fresh trace ids, and sent pre-encoded from two driver processes (two connections each) over gRPC
-and over HTTP, so the figure is the service's, not the driver's:
+fresh trace ids and fresh values where real spans differ (ids, messages, token counts, queries),
+and sent pre-encoded from two driver processes (two connections each) over gRPC and over HTTP,
+so the figure is the service's, not the driver's:
 - service-grpc / service-http: into ``loopwatch serve`` (a process), timed from the start until
   its ``loopwatch_spans_total`` reaches the number sent (every span read and assembled);
 - null-grpc: the same drivers into a gRPC server that only decodes and counts (the drivers' own
   ceiling: it must sit far above the service's figure);
 - exporter: the same stream through the Python OTLP gRPC exporter (one driver process), which
-  is what a Python agent or a benchmark with the SDK would see.
+  is what a Python agent or a benchmark with the SDK would see (its stream is streams.py as
+  recorded: its values repeat more than real ones, which the service's attribute cache favours).
+``--baseline REV``: the three service rows again (``baseline-*``) with loopwatch as of a git
+revision, interleaved in the same rounds, and the ratios per CPU-second.
 
 throughput: the same spans (seeded ids, so every process builds identical requests) go
 - decode-only: ``ExportTraceServiceRequest.FromString`` over the encoded requests (the baseline
@@ -44,9 +49,10 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +87,7 @@ from loopwatch.service.grpc_server import SERVICE
 from loopwatch.service.otlp import span_views
 from loopwatch.service.pipeline import Pipeline
 
+ROOT = Path(__file__).resolve().parent.parent
 BATCH = 512  # BatchSpanProcessor's default export batch
 TOML = """
 [serve]
@@ -288,10 +295,11 @@ def _cpu(served: Served) -> float:
 
 
 def pre_into_service(
-    transport: str, shares: list[list[bytes]], sent: int, tmp: str
+    transport: str, shares: list[list[bytes]], sent: int, tmp: str, code: str | None = None
 ) -> tuple[float, float]:
-    """(spans/s, spans per CPU-second of the service process)."""
-    served = Served(TOML.format(grace=0.5, open_turns=10_000, idle=300))
+    """(spans/s, spans per CPU-second of the service process); ``code``: loopwatch's source
+    directory to serve from (default: this checkout)."""
+    served = Served(TOML.format(grace=0.5, open_turns=10_000, idle=300), code)
     try:
         address = served.grpc if transport == "grpc" else served.http
         with pre_drivers(transport, address, shares, tmp) as ds:
@@ -322,8 +330,8 @@ def pre_into_null(shares: list[list[bytes]], sent: int, tmp: str) -> tuple[float
         receiver.server.stop(None)
 
 
-def exporter_into_service(turns: int) -> tuple[float, float]:
-    served = Served(TOML.format(grace=0.5, open_turns=10_000, idle=300))
+def exporter_into_service(turns: int, code: str | None = None) -> tuple[float, float]:
+    served = Served(TOML.format(grace=0.5, open_turns=10_000, idle=300), code)
     try:
         process = subprocess.Popen(
             [sys.executable, __file__, "drive", served.grpc, str(turns), "3", "realistic"],
@@ -346,6 +354,17 @@ def exporter_into_service(turns: int) -> tuple[float, float]:
         served.stop()
 
 
+def baseline_code(revision: str, tmp: str) -> str:
+    """loopwatch's source as of a git revision, extracted under ``tmp``."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", revision, "processor"], capture_output=True, check=True
+    ).stdout
+    target = Path(tmp, "baseline")
+    target.mkdir()
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return str(target / "processor")
+
+
 def rate(args: argparse.Namespace) -> None:
     base = realistic_requests(args.turns, seed=1)
     per_driver = max(1, args.copies // DRIVERS)
@@ -366,13 +385,28 @@ def rate(args: argparse.Namespace) -> None:
     rows: dict[str, list[float]] = {}
     cpu_rows: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        codes: list[tuple[str, str | None]] = [("", None)]
+        if args.baseline:
+            codes.insert(0, ("baseline-", baseline_code(args.baseline, tmp)))
         for round_ in range(args.rounds):
-            runs = [
-                ("service-grpc", lambda: pre_into_service("grpc", shares, sent, tmp)),
-                ("service-http", lambda: pre_into_service("http", shares, sent, tmp)),
-                ("null-grpc", lambda: pre_into_null(shares, sent, tmp)),
-                ("exporter", lambda: exporter_into_service(args.exporter_turns)),
+            runs: list[tuple[str, Callable[[], tuple[float, float]]]] = [
+                ("null-grpc", lambda: pre_into_null(shares, sent, tmp))
             ]
+            for prefix, code in codes:
+                runs += [
+                    (
+                        f"{prefix}service-grpc",
+                        partial(pre_into_service, "grpc", shares, sent, tmp, code),
+                    ),
+                    (
+                        f"{prefix}service-http",
+                        partial(pre_into_service, "http", shares, sent, tmp, code),
+                    ),
+                    (
+                        f"{prefix}exporter",
+                        partial(exporter_into_service, args.exporter_turns, code),
+                    ),
+                ]
             for name, run in runs if round_ % 2 == 0 else runs[::-1]:
                 wall, per_cpu = run()
                 rows.setdefault(name, []).append(wall)
@@ -396,6 +430,15 @@ def rate(args: argparse.Namespace) -> None:
             k: [round(x) for x in v] for k, v in cpu_rows.items() if k != "null-grpc"
         },
         "ratio_service_grpc_to_null": round(m["service-grpc"] / m["null-grpc"], 3),
+        "baseline": args.baseline,
+        # per CPU-second, this checkout over the baseline, in the same run
+        "ratio_to_baseline_per_cpu_second": {
+            k: round(
+                statistics.median(cpu_rows[k]) / statistics.median(cpu_rows[f"baseline-{k}"]), 2
+            )
+            for k in ("service-grpc", "service-http", "exporter")
+            if args.baseline
+        },
         "goal_spans_per_second": 50_000,
         "cpus": os.cpu_count(),
     }
@@ -462,7 +505,7 @@ def free_address() -> str:
 
 
 class Served:
-    def __init__(self, toml: str) -> None:
+    def __init__(self, toml: str, code: str | None = None) -> None:
         self.dir = tempfile.TemporaryDirectory()
         path = Path(self.dir.name) / "loopwatch.toml"
         path.write_text(toml)
@@ -483,7 +526,8 @@ class Served:
                 self.metrics,
                 "--log-level",
                 "WARNING",
-            ]
+            ],
+            env=dict(os.environ, PYTHONPATH=code) if code else None,
         )
         deadline = time.monotonic() + 30
         while not self._ready():
@@ -738,6 +782,7 @@ def main() -> None:
     r.add_argument("--exporter-turns", type=int, default=1500)
     r.add_argument("--rounds", type=int, default=3)
     r.add_argument("--out", help="directory for service-rate.json")
+    r.add_argument("--baseline", help="git revision whose service is measured too (baseline-*)")
     t = sub.add_parser("throughput")
     t.add_argument("--turns", type=int, default=3000)
     t.add_argument("--rounds", type=int, default=3)
