@@ -36,9 +36,7 @@ class Pipeline:
         self.sink = sink
         self.clock = clock
         self._assembler = TurnAssembler(config, sink, clock)
-        # (span count, the spans): converting a request's spans is left to the worker, so a
-        # request thread answers its exporter quickly
-        self._batches: deque[tuple[int, Callable[[], Sequence[SpanView]]]] = deque()
+        self._batches: deque[Sequence[SpanView]] = deque()
         self._queued = 0  # spans in _batches
         self._busy = False  # the worker holds a batch it has not finished
         self._cond = threading.Condition()
@@ -65,10 +63,7 @@ class Pipeline:
     def submit(self, spans: Sequence[SpanView]) -> bool:
         """Queue one request's spans; False when the queue is full (the caller answers with a
         retryable error, so the exporter sends them again) or the pipeline is stopping."""
-        return self.submit_lazy(len(spans), lambda: spans)
-
-    def submit_lazy(self, count: int, spans: Callable[[], Sequence[SpanView]]) -> bool:
-        """Like :meth:`submit`; ``spans()`` (``count`` of them) is called on the worker."""
+        count = len(spans)
         with self._cond:
             if self._stopping:
                 return False
@@ -77,7 +72,7 @@ class Pipeline:
             # a request larger than the whole queue is still taken when the queue is empty
             if self._queued and self._queued + count > self.config.queue_spans:
                 return False
-            self._batches.append((count, spans))
+            self._batches.append(spans)
             self._queued += count
             self._cond.notify_all()
         return True
@@ -119,16 +114,9 @@ class Pipeline:
             with contextlib.suppress(Exception):
                 self.sink.dropped(DROP_ERROR)
 
-    def _add(self, produce: Callable[[], Sequence[SpanView]]) -> None:
+    def _add(self, spans: Sequence[SpanView]) -> None:
         add = self._assembler.add
         config = self.config
-        try:
-            spans = produce()
-        except Exception:
-            log.debug("loopwatch: request not read", exc_info=True)
-            with contextlib.suppress(Exception):
-                self.sink.dropped(DROP_ERROR)
-            return
         counts: dict[str, int] = {}
         for span in spans:
             try:
@@ -205,10 +193,10 @@ class Pipeline:
                     break
                 batch = self._batches.popleft() if self._batches else None
                 if batch is not None:
-                    self._queued -= batch[0]
+                    self._queued -= len(batch)
                     self._busy = True
             if batch is not None:
-                self._add(batch[1])
+                self._add(batch)
             now = self.clock()
             if now >= next_grace:
                 self._safe(self._finalize_due)
