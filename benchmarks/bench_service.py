@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_service.py rate [--copies 20] [--rounds 3] [--out DIR]
                                                       [--baseline REV]
+    .venv/bin/python benchmarks/bench_service.py views [--baseline REV] [--rounds 3]
     .venv/bin/python benchmarks/bench_service.py throughput [--turns 3000] [--rounds 3]
     .venv/bin/python benchmarks/bench_service.py soak [--seconds 180] [--rate 40] [--out DIR]
 
@@ -19,6 +20,10 @@ so the figure is the service's, not the driver's:
   recorded: its values repeat more than real ones, which the service's attribute cache favours).
 ``--baseline REV``: the three service rows again (``baseline-*``) with loopwatch as of a git
 revision, interleaved in the same rounds, and the ratios per CPU-second.
+
+views: decoding and building the span views alone (``parse_protobuf`` + ``span_views``), CPU
+per span in process, on the fresh copies of ``rate`` and on the stream as recorded (its values
+repeat); each code (this checkout, ``--baseline REV``) in its own processes, interleaved rounds.
 
 throughput: the same spans (seeded ids, so every process builds identical requests) go
 - decode-only: ``ExportTraceServiceRequest.FromString`` over the encoded requests (the baseline
@@ -447,6 +452,54 @@ def rate(args: argparse.Namespace) -> None:
         Path(args.out, "service-rate.json").write_text(json.dumps(report, indent=2) + "\n")
 
 
+# -- views: decoding and span views alone ---------------------------------------------------------
+def views_child(path: str) -> None:
+    """Median CPU per span of ``parse_protobuf`` + ``span_views`` over each pickled list of
+    requests, with the loopwatch this process imports."""
+    from loopwatch.service.otlp import parse_protobuf
+
+    lists: list[list[bytes]] = pickle.loads(Path(path).read_bytes())
+    times = []
+    for bodies in lists:
+        started = time.thread_time_ns()
+        n = sum(len(span_views(parse_protobuf(body)).spans) for body in bodies)
+        times.append((time.thread_time_ns() - started) / n / 1000)
+    print(json.dumps({"us_per_span": statistics.median(times)}), flush=True)
+
+
+def views(args: argparse.Namespace) -> None:
+    base = realistic_requests(args.turns, seed=1)
+    streams = {
+        "fresh": [copies(base, 1, first=k) for k in range(args.repeats)],
+        "recorded": [base] * args.repeats,
+    }
+    rows: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        codes: list[tuple[str, str | None]] = [("now", None)]
+        if args.baseline:
+            codes.append((f"baseline {args.baseline}", baseline_code(args.baseline, tmp)))
+        for name, lists in streams.items():
+            Path(tmp, name).write_bytes(pickle.dumps(lists))
+        for round_ in range(args.rounds):
+            for label, code in codes if round_ % 2 == 0 else codes[::-1]:
+                for name in streams:
+                    out = subprocess.run(
+                        [sys.executable, __file__, "views-child", str(Path(tmp, name))],
+                        env=dict(os.environ, PYTHONPATH=code) if code else None,
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    )
+                    us = json.loads(out.stdout.splitlines()[-1])["us_per_span"]
+                    rows.setdefault(f"{label}/{name}", []).append(us)
+    report = {k: round(statistics.median(v), 2) for k, v in rows.items()}
+    for name in streams if args.baseline else ():
+        report[f"ratio/{name}"] = round(
+            report[f"baseline {args.baseline}/{name}"] / report[f"now/{name}"], 2
+        )
+    print(json.dumps(report, indent=2))
+
+
 # -- the driver (another process): the real exporter ---------------------------------------------
 def drive(endpoint: str, turns: int, seed: int, realistic: bool = False) -> None:
     """``realistic``: the stream of streams.py (15-30 attributes a span), else the demo's."""
@@ -771,6 +824,9 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "pre-drive":
         pre_drive(sys.argv[2], sys.argv[3], sys.argv[4])
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "views-child":
+        views_child(sys.argv[2])
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "soak-drive":
         soak_drive(sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]))
         return
@@ -783,6 +839,11 @@ def main() -> None:
     r.add_argument("--rounds", type=int, default=3)
     r.add_argument("--out", help="directory for service-rate.json")
     r.add_argument("--baseline", help="git revision whose service is measured too (baseline-*)")
+    v = sub.add_parser("views")
+    v.add_argument("--turns", type=int, default=300)
+    v.add_argument("--repeats", type=int, default=8, help="request lists timed per process")
+    v.add_argument("--rounds", type=int, default=3)
+    v.add_argument("--baseline", help="git revision measured too, in the same rounds")
     t = sub.add_parser("throughput")
     t.add_argument("--turns", type=int, default=3000)
     t.add_argument("--rounds", type=int, default=3)
@@ -796,7 +857,7 @@ def main() -> None:
     s.add_argument("--every", type=float, default=5, help="sampling period, seconds")
     s.add_argument("--out", help="directory for service-soak.csv and .json")
     args = parser.parse_args()
-    {"rate": rate, "throughput": throughput, "soak": soak}[args.command](args)
+    {"rate": rate, "views": views, "throughput": throughput, "soak": soak}[args.command](args)
 
 
 if __name__ == "__main__":

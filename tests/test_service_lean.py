@@ -65,7 +65,7 @@ def test_caches_stay_bounded_and_share_only_immutable_values() -> None:
     for i in range(otlp.SEEN_ENTRIES * 2 + 10):
         span_attributes([_kv(f"k{i % 5000}", f"v{i}"), _kv(f"http.k{i}", "x")])
         assert len(otlp._SEEN) <= otlp.SEEN_ENTRIES
-    assert len(otlp._UNREAD_KEYS) <= otlp._KEYS_ENTRIES
+    assert len(otlp._KEYS) <= otlp._KEYS_ENTRIES
     long = _kv("tool", "z" * otlp.SEEN_BYTES)
     span_attributes([long])
     assert long not in otlp._SEEN

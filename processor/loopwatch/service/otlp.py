@@ -157,18 +157,28 @@ SEEN_BYTES = 128
 _SKIPPED = ("", None)
 _SEEN: dict[bytes, tuple[str, Any]] = {}
 _SHAREABLE = (str, int, float, bool, bytes, type(None))  # immutable: one value, many spans
-# Serialized keys (UTF-8) met before: is the key an unread one? Bounded in entries.
+# Serialized keys (UTF-8) met before: -1 for a key the conventions may read; for an unread one,
+# how many more of its values may enter _SEEN (a key whose values keep changing, an id or a
+# token count, stops filling it). Bounded in entries.
 _UNREAD_BYTES = tuple(p.encode() for p in UNREAD_PREFIXES)
 _KEYS_ENTRIES = 4096
-_UNREAD_KEYS: dict[bytes, bool] = {}
+_VALUES_PER_UNREAD_KEY = 16
+_KEYS: dict[bytes, int] = {}
 
 
-def _unread_key(key: bytes, size: int) -> bool:
+def _learn_key(key: bytes, size: int) -> int:
     unread = len(key) == size and key.startswith(_UNREAD_BYTES)
-    if len(_UNREAD_KEYS) >= _KEYS_ENTRIES:
-        _UNREAD_KEYS.clear()
-    _UNREAD_KEYS[key] = unread
-    return unread
+    if len(_KEYS) >= _KEYS_ENTRIES:
+        _KEYS.clear()
+    left = _KEYS[key] = _VALUES_PER_UNREAD_KEY if unread else -1
+    return left
+
+
+def _remember(raw: bytes, got: tuple[str, Any]) -> None:
+    if len(raw) <= SEEN_BYTES:
+        if len(_SEEN) >= SEEN_ENTRIES:
+            _SEEN.clear()
+        _SEEN[raw] = got
 
 
 def _key_value(raw: bytes) -> tuple[str, Any]:
@@ -177,31 +187,28 @@ def _key_value(raw: bytes) -> tuple[str, Any]:
     size = raw[1] if len(raw) > 1 and raw[0] == 0x0A else 0x80
     if size < 0x80:
         key = raw[2 : 2 + size]
-        unread = _UNREAD_KEYS.get(key)
-        if unread is None:
-            unread = _unread_key(key, size)
-    else:
-        unread = False
-    if unread:
+        left = _KEYS.get(key)
+        if left is None:
+            left = _learn_key(key, size)
+        if left >= 0:
+            if left:
+                _KEYS[key] = left - 1
+                _remember(raw, _SKIPPED)
+            return _SKIPPED
+    try:
+        pair = KeyValue.FromString(raw)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise RequestError(f"not an OTLP protobuf trace request: attribute: {e}") from None
+    name = pair.key
+    if name.startswith(UNREAD_PREFIXES):  # written unusually: a long key, fields reordered
         got = _SKIPPED
     else:
-        try:
-            pair = KeyValue.FromString(raw)
-        except (DecodeError, RuntimeError, ValueError) as e:
-            raise RequestError(f"not an OTLP protobuf trace request: attribute: {e}") from None
-        name = pair.key
-        if name.startswith(UNREAD_PREFIXES):  # written unusually: a long key, fields reordered
-            got = _SKIPPED
-        else:
-            value = pair.value
-            text = value.string_value  # most are strings: one call, not WhichOneof and a get
-            got = (name, text) if text else (name, any_value(value))
-            if not isinstance(got[1], _SHAREABLE):
-                return got
-    if len(raw) <= SEEN_BYTES:
-        if len(_SEEN) >= SEEN_ENTRIES:
-            _SEEN.clear()
-        _SEEN[raw] = got
+        value = pair.value
+        text = value.string_value  # most are strings: one call, not WhichOneof and a get
+        got = (name, text) if text else (name, any_value(value))
+        if not isinstance(got[1], _SHAREABLE):
+            return got
+    _remember(raw, got)
     return got
 
 
