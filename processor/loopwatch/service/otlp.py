@@ -234,8 +234,7 @@ def _service(resource: Any) -> str:
     return "unknown"
 
 
-def _valid(span: Any) -> bool:
-    trace_id, span_id, parent = span.trace_id, span.span_id, span.parent_span_id
+def _valid(trace_id: bytes, span_id: bytes, parent: bytes) -> bool:
     return (
         len(trace_id) == 16
         and len(span_id) == 8
@@ -251,7 +250,7 @@ def count_spans(request: Any) -> tuple[int, int]:
     for rs in request.resource_spans:
         for ss in rs.scope_spans:
             for span in ss.spans:
-                if _valid(span):
+                if _valid(span.trace_id, span.span_id, span.parent_span_id):
                     valid += 1
                 else:
                     rejected += 1
@@ -273,13 +272,7 @@ def span_views(request: Any) -> Decoded:
         for ss in rs.scope_spans:
             for span in ss.spans:
                 trace_id, span_id, parent = span.trace_id, span.span_id, span.parent_span_id
-                if not (
-                    len(trace_id) == 16
-                    and len(span_id) == 8
-                    and len(parent) in (0, 8)
-                    and any(trace_id)
-                    and any(span_id)
-                ):
+                if not _valid(trace_id, span_id, parent):
                     rejected += 1
                     continue
                 has_parent = bool(parent) and any(parent)
@@ -288,20 +281,20 @@ def span_views(request: Any) -> Decoded:
                 status = span.status
                 append(
                     SpanView(
-                        from_bytes(trace_id),
-                        from_bytes(span_id),
-                        from_bytes(parent) if has_parent else None,
-                        span.name,
-                        start,
-                        span.end_time_unix_nano or start,
-                        span_attributes(span.attributes),
-                        tuple(EventView(e.name, attributes(e.attributes)) for e in events)
+                        trace_id=from_bytes(trace_id),
+                        span_id=from_bytes(span_id),
+                        parent_id=from_bytes(parent) if has_parent else None,
+                        name=span.name,
+                        start_ns=start,
+                        end_ns=span.end_time_unix_nano or start,
+                        attributes=span_attributes(span.attributes),
+                        events=tuple(EventView(e.name, attributes(e.attributes)) for e in events)
                         if events
                         else (),
-                        status.code,
-                        status.message,
-                        service,
-                        _REMOTE_EXTRA
+                        status_code=status.code,
+                        status_description=status.message,
+                        service=service,
+                        extra=_REMOTE_EXTRA
                         if has_parent and span.flags & _REMOTE_BOTH == _REMOTE_BOTH
                         else {},
                     )
