@@ -1,5 +1,5 @@
 """The periodic one-line summary of ``loopwatch serve``: spans, turns and loops since the
-last line, read from the metrics; nothing when no span arrived (an idle service is quiet)."""
+last line, read from the metrics; nothing when nothing changed (an idle service is quiet)."""
 
 from __future__ import annotations
 
@@ -27,10 +27,11 @@ class Activity:
         return _total(m.spans), _total(m.turns), _total(m.loops)
 
     def line(self) -> str | None:
-        """What arrived since the previous call, or None when no span did."""
+        """What arrived since the previous call, or None when nothing did. A turn is counted
+        after its spans (at its end, or after the grace), so a line may hold only turns."""
         now = self._totals()
         spans, turns, loops = (int(a - b) for a, b in zip(now, self.last, strict=True))
         self.last = now
-        if not spans:
+        if not (spans or turns or loops):
             return None
         return f"{spans} spans, {turns} turns, {loops} loops since the last summary"
