@@ -31,7 +31,6 @@ from loopwatch.metrics import metrics_for
 
 log = logging.getLogger("loopwatch")
 
-_STATUS = {StatusCode.UNSET: STATUS_UNSET, StatusCode.OK: STATUS_OK, StatusCode.ERROR: STATUS_ERROR}
 _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 _POLL_SECONDS = 0.1
 _SWEEP_SECONDS = 1.0
@@ -52,10 +51,6 @@ def _readable(attributes: Any) -> Mapping[str, Any]:
     return dict(attributes) if attributes else {}
 
 
-def _attributes(span: ReadableSpan) -> Mapping[str, Any]:
-    return _readable(getattr(span, "_attributes", None) or span.attributes)
-
-
 def _events(span: ReadableSpan) -> Any:
     """A finished span's events. ``ReadableSpan.events`` copies them into a tuple through the
     SDK's BoundedList iterator (a Python call per event, and per span when there are none):
@@ -64,27 +59,83 @@ def _events(span: ReadableSpan) -> Any:
     return inner if type(inner) is deque else span.events
 
 
-def span_view(span: ReadableSpan, service: str | None = None) -> SpanView:
-    """An SDK span as the core reads it (``service``: its resource's, when already known)."""
-    ctx = span.context
-    parent = span.parent
-    start = span.start_time or 0
+# The properties of ReadableSpan only return the fields it stores; each is a Python call, and
+# together they cost more than the rest of span_view. A span whose class leaves them as they are
+# (the SDK's own) is read from its fields. SpanContext is a tuple (trace_id, span_id,
+# is_remote, ...) whose properties only index it, so it is indexed directly too.
+_PROPERTIES = (
+    *("name", "context", "parent", "start_time", "end_time"),
+    *("status", "attributes", "events", "resource"),
+)
+_DIRECT: dict[type, bool] = {}  # span class -> whether its fields are read directly
+_DIRECT_CLASSES = 64  # a process has a handful of span classes; past this, no cache
+
+
+def _direct(cls: type) -> bool:
+    direct = _DIRECT.get(cls)
+    if direct is None:
+        direct = issubclass(cls, ReadableSpan) and all(
+            getattr(cls, name, None) is vars(ReadableSpan)[name] for name in _PROPERTIES
+        )
+        if len(_DIRECT) < _DIRECT_CLASSES:
+            _DIRECT[cls] = direct
+    return direct
+
+
+def _status_code(code: StatusCode) -> int:
+    # identity tests: hashing an Enum member (a dict lookup) is a Python call
+    if code is StatusCode.ERROR:
+        return STATUS_ERROR
+    return STATUS_OK if code is StatusCode.OK else STATUS_UNSET
+
+
+def _stored(span: ReadableSpan) -> ReadableSpan:
+    """``span`` itself when its fields can be read directly, else a copy holding what its
+    properties return."""
+    if _direct(type(span)):
+        return span
+    return ReadableSpan(
+        span.name,
+        span.context,
+        span.parent,
+        span.resource,
+        span.attributes,
+        span.events,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+    )
+
+
+def _view(span: ReadableSpan, attributes: Mapping[str, Any], service: str) -> SpanView:
+    """The view of a span from _stored, its attributes read already."""
+    ctx = span._context
+    parent = span._parent
+    start = span._start_time or 0
     events = _events(span)
-    status = span.status
+    status = span._status
     return SpanView(
-        ctx.trace_id if ctx is not None else 0,
-        ctx.span_id if ctx is not None else 0,
-        parent.span_id if parent is not None and not parent.is_remote else None,
-        span.name or "",
+        ctx[0] if ctx is not None else 0,
+        ctx[1] if ctx is not None else 0,
+        parent[1] if parent is not None and not parent[2] else None,
+        span._name or "",
         start,
-        span.end_time or start,
-        _attributes(span),
+        span._end_time or start,
+        attributes,
         tuple(EventView(e.name, _readable(e.attributes)) for e in events) if events else (),
-        _STATUS.get(status.status_code, STATUS_UNSET),
+        _status_code(status.status_code),
         status.description or "",
-        service if service is not None else _service(span.resource),
+        service,
         _NO_EXTRA,  # not a new dict per span (the default)
     )
+
+
+def span_view(span: ReadableSpan, service: str | None = None) -> SpanView:
+    """An SDK span as the core reads it (``service``: its resource's, when already known)."""
+    span = _stored(span)
+    if service is None:
+        service = _service(span._resource)
+    return _view(span, _readable(span._attributes), service)
 
 
 class LoopwatchSpanProcessor(SpanProcessor):
@@ -204,36 +255,41 @@ class LoopwatchSpanProcessor(SpanProcessor):
         return last[1]
 
     def _started(self, span: Span) -> None:
-        ctx, parent = span.context, span.parent
-        trace_id = ctx.trace_id
-        parent_id = parent.span_id if parent is not None and not parent.is_remote else None
+        span = _stored(span)  # type: ignore[assignment]
+        ctx, parent = span._context, span._parent
+        if ctx is None:
+            return  # not a span of a trace
+        trace_id = ctx[0]
+        parent_id = parent[1] if parent is not None and not parent[2] else None
         assembler = self._assembler
         # inside a turn already: whether it is a turn span itself does not matter (most starts)
         if not assembler.inside_turn(trace_id, parent_id):
-            name, attributes = span.name or "", _attributes(span)
+            name, attributes = span._name or "", _readable(span._attributes)
             if not (may_be_genai(name, attributes, ended=False) and is_turn_span(name, attributes)):
                 return
-        assembler.span_started(trace_id, ctx.span_id, parent_id, True)
+        assembler.span_started(trace_id, ctx[1], parent_id, True)
 
     def _ended(self, span: ReadableSpan) -> str:
         """Read one finished span into the assembler; returns its kind."""
-        ctx = span.context
-        if may_be_genai(span.name or "", _attributes(span)):
-            view = span_view(span, self._service_of(span.resource))
+        span = _stored(span)
+        attributes = _readable(span._attributes)
+        service = self._service_of(span._resource)
+        if may_be_genai(span._name or "", attributes):
+            view = _view(span, attributes, service)
             record = read_span(view, self.config)
-            self._assembler.add(view.trace_id, view.service, record)
+            self._assembler.add(view.trace_id, service, record)
             return kind_of(record)
         # a plain span: only its place in the trace matters, no view is built
-        parent = span.parent
-        start = span.start_time or 0
+        ctx, parent = span._context, span._parent
+        start = span._start_time or 0
         self._assembler.add(
-            ctx.trace_id,
-            self._service_of(span.resource),
+            ctx[0] if ctx is not None else 0,
+            service,
             Link(
-                ctx.span_id,
-                parent.span_id if parent is not None and not parent.is_remote else None,
+                ctx[1] if ctx is not None else 0,
+                parent[1] if parent is not None and not parent[2] else None,
                 start,
-                span.end_time or start,
+                span._end_time or start,
             ),
         )
         return KIND_OTHER
