@@ -1,12 +1,13 @@
 """What loopwatch costs in process, and whether any cost grows with the size of a trace.
 
     .venv/bin/python benchmarks/bench_cost.py worker [--baseline REV] [--rounds 5]
-    .venv/bin/python benchmarks/bench_cost.py host [--rates 1000,5000] [--rounds 5]
+    .venv/bin/python benchmarks/bench_cost.py host [--baseline REV] [--rates 1000,5000] [--rounds 7]
     .venv/bin/python benchmarks/bench_cost.py flat [--sizes 10,100,1000,10000] [--rounds 3]
     .venv/bin/python benchmarks/bench_cost.py all --out benchmarks/results [--baseline REV]
 
 Every measurement runs in a fresh child process, rounds interleaved (the machine is shared and
-noisy: each figure is a median, each goal a ratio or a bound measured in the same run).
+noisy: each figure is a median, each goal a ratio or a bound measured in the same run). Each
+subcommand prints how long it took; ``all`` takes ~N minutes on a quiet 2-core machine.
 ``--baseline REV`` runs the same children against loopwatch as of a git revision (its
 ``processor/`` exported to a temporary directory), so before and after share the run.
 
@@ -15,9 +16,13 @@ worker: CPU time of the worker thread (time.thread_time) per span, span starts i
   web spans that no GenAI span hangs under, and on the whole mix. Goals: <= 15 us and <= 3 us.
 host: a CPU-bound host (a loop of pure-Python work) that also emits the mix at a fixed span
   rate: its work done per second with BatchSpanProcessor and loopwatch, over its work with
-  BatchSpanProcessor alone. Seconds are the process's CPU seconds, every thread included (the
-  machine is shared: wall time would measure the neighbours), and the queued spans are
-  flushed inside the measured time. Goal at 1,000 spans/s: >= 0.95.
+  BatchSpanProcessor alone. Both setups live in one child and take turns in short segments
+  (ABBA...), so both see the same machine; each round is one child, and the report gives the
+  median and every round's ratio (the spread). Seconds are the process's CPU seconds, every
+  thread included (the machine is shared: wall time would measure the neighbours), and each
+  segment ends with a flush, so the spans it queued are part of its cost. Also reported:
+  loopwatch's worker thread's share of that CPU, and its CPU per span in place (more than in
+  ``worker``: there it runs in one hot batch). Goal at 1,000 spans/s: >= 0.95.
 flat: worker CPU per span as one dimension grows: turns under one root, spans in one turn, open
   traces (in process, and in the service's pipeline with every root waiting for its grace).
   Goal: the largest over the smallest per-span cost <= 1.5 on each curve.
@@ -110,8 +115,11 @@ def _work() -> int:
     return sum(i * i for i in range(300))
 
 
-def child_host(rate: float, seconds: float, attach: bool) -> dict[str, Any]:
-    """Work units done per second while emitting ``rate`` spans/s of the mix."""
+def child_host(rate: float, seconds: float, segments: int) -> dict[str, Any]:
+    """Work units done per CPU second while emitting ``rate`` spans per CPU second of the mix,
+    with BatchSpanProcessor alone and with loopwatch beside it, in one process: the two take
+    turns in short segments (ABBA...), so both see the same machine. Each segment ends with a
+    flush, so the spans it queued are part of its cost."""
     from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
     from prometheus_client import CollectorRegistry
@@ -123,34 +131,56 @@ def child_host(rate: float, seconds: float, attach: bool) -> dict[str, Any]:
         def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
-    processors: list[Any] = [BatchSpanProcessor(Null(), max_queue_size=100_000)]
-    if attach:
-        processors.append(LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry()))
-    p = provider(9, *processors)
-    tracer = p.get_tracer("host")
-    emitted = [0]
-
     class Counter(SpanProcessor):
-        def on_end(self, span: ReadableSpan) -> None:
-            emitted[0] += 1
+        def __init__(self) -> None:
+            self.ended = 0
 
-    p.add_span_processor(Counter())
-    work = 0
+        def on_end(self, span: ReadableSpan) -> None:
+            self.ended += 1
+
+    loopwatch = LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry())
+    assert loopwatch._worker is not None and loopwatch._worker.ident is not None
+    worker_clock = time.pthread_getcpuclockid(loopwatch._worker.ident)
+    setups = {}
+    for how, extra in (("batch", ()), ("loopwatch", (loopwatch,))):
+        counter = Counter()
+        batch = BatchSpanProcessor(Null(), max_queue_size=100_000)
+        p = provider(9, batch, *extra, counter)
+        setups[how] = (p, p.get_tracer("host"), counter)
+    totals = {how: {"work": 0, "cpu": 0.0, "spans": 0, "worker_cpu": 0.0} for how in setups}
     turn = 0
-    # The clock is this process's CPU time, every thread included: the machine is shared, so
-    # wall time would measure the neighbours; in CPU time the worker's share is what it takes.
-    cpu0 = time.process_time()
-    while (elapsed := time.process_time() - cpu0) < seconds:
-        if emitted[0] < rate * elapsed:
-            emit_mix(tracer, 1, seed=turn, first=turn)
-            turn += 1
-        else:
-            _work()
-            work += 1
-    p.force_flush()  # the spans still queued are part of the cost
-    cpu = time.process_time() - cpu0
-    p.shutdown()
-    return {"work_per_cpu_s": work / cpu, "spans_per_cpu_s": emitted[0] / cpu}
+    for segment in range(2 * segments):
+        how = ("batch", "loopwatch")[(segment + segment // 2) % 2]  # ABBA ABBA ...
+        p, tracer, counter = setups[how]
+        total = totals[how]
+        work, first = 0, counter.ended
+        # The clock is this process's CPU time, every thread included: the machine is shared,
+        # so wall time would measure the neighbours; in CPU time the worker's share is counted.
+        worker0 = time.clock_gettime(worker_clock)
+        cpu0 = time.process_time()
+        while (elapsed := time.process_time() - cpu0) < seconds / segments:
+            if counter.ended - first < rate * elapsed:
+                emit_mix(tracer, 1, seed=turn, first=turn)
+                turn += 1
+            else:
+                _work()
+                work += 1
+        p.force_flush()  # the spans still queued are part of the cost
+        total["cpu"] += time.process_time() - cpu0
+        total["worker_cpu"] += time.clock_gettime(worker_clock) - worker0
+        total["work"] += work
+        total["spans"] += counter.ended - first
+    for p, _, _ in setups.values():
+        p.shutdown()
+    alone, lw = totals["batch"], totals["loopwatch"]
+    return {
+        "ratio": (lw["work"] / lw["cpu"]) / (alone["work"] / alone["cpu"]),
+        "spans_per_cpu_s": lw["spans"] / lw["cpu"],
+        # how much of the host's loss is loopwatch's worker thread (the rest is the host
+        # thread's own share: on_start/on_end, GIL handovers, caches)
+        "worker_share": lw["worker_cpu"] / lw["cpu"],
+        "worker_us_per_span": lw["worker_cpu"] / lw["spans"] * 1e6,
+    }
 
 
 def _flat_emit(curve: str, n: int) -> tuple[Callable[[Any], None], Callable[[Any], None]]:
@@ -318,25 +348,26 @@ def worker(args: argparse.Namespace, keep: list[Any]) -> dict[str, Any]:
 
 
 def host(args: argparse.Namespace, keep: list[Any]) -> dict[str, Any]:
-    current = codes(None, keep)[0]
     report: dict[str, Any] = {}
     for rate in args.rates:
-        cells = [
-            (f"{rate}/{how}", current, ("host", str(rate), str(args.seconds), how))
-            for how in ("batch", "loopwatch")
-        ]
-        rows = interleaved(args.rounds, cells)
-        # the ratio of each round's pair, then the median: both saw the same machine
-        ratios = [
-            lw["work_per_cpu_s"] / b["work_per_cpu_s"]
-            for b, lw in zip(rows[f"{rate}/batch"], rows[f"{rate}/loopwatch"], strict=True)
-        ]
-        report[str(rate)] = {
-            "host_throughput_ratio": round(statistics.median(ratios), 3),
-            "ratios": [round(x, 3) for x in ratios],
-            "spans_per_cpu_s": round(med(rows[f"{rate}/loopwatch"], "spans_per_cpu_s")),
-        }
-        print(f"host at {rate} spans/s: keeps {report[str(rate)]['host_throughput_ratio']:.3f}")
+        head = ("host", str(rate), str(args.seconds), str(args.segments))
+        cells = [(f"{code.label}/{rate}", code, head) for code in codes(args.baseline, keep)]
+        for name, rows in interleaved(args.rounds, cells).items():
+            ratios = sorted(r["ratio"] for r in rows)
+            report[name] = {
+                "host_throughput_ratio": round(statistics.median(ratios), 3),
+                "ratios": [round(x, 3) for x in ratios],
+                "worker_share": round(med(rows, "worker_share"), 3),
+                "worker_us_per_span": round(med(rows, "worker_us_per_span"), 1),
+                "spans_per_cpu_s": round(med(rows, "spans_per_cpu_s")),
+            }
+            r = report[name]
+            print(
+                f"host {name:<24} keeps {r['host_throughput_ratio']:.3f} "
+                f"(rounds {ratios[0]:.3f}-{ratios[-1]:.3f}); loopwatch's worker: "
+                f"{r['worker_share']:.1%} of the CPU, {r['worker_us_per_span']} us/span",
+                flush=True,
+            )
     report["goal_at_1000"] = 0.95
     return report
 
@@ -365,7 +396,7 @@ def child(argv: list[str]) -> dict[str, Any]:
     if kind == "worker":
         return child_worker(rest[0], int(rest[1]))
     if kind == "host":
-        return child_host(float(rest[0]), float(rest[1]), rest[2] == "loopwatch")
+        return child_host(float(rest[0]), float(rest[1]), int(rest[2]))
     if kind == "flat":
         return child_flat(rest[0], int(rest[1]), int(rest[2]))
     if kind == "flat-service":
@@ -379,9 +410,12 @@ def main() -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=["worker", "host", "flat", "all"])
-    parser.add_argument("--baseline", help="git revision to measure too (worker)")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=3.0, help="host: seconds per run")
+    parser.add_argument("--baseline", help="git revision to measure too (worker, host)")
+    parser.add_argument("--rounds", type=int, help="worker: 5, host: 7, flat: 3")
+    parser.add_argument(
+        "--seconds", type=float, default=4.0, help="host: CPU seconds per setup and round"
+    )
+    parser.add_argument("--segments", type=int, default=8, help="host: segments per setup")
     parser.add_argument(
         "--rates", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 5000]
     )
@@ -392,9 +426,14 @@ def main() -> int:
     args = parser.parse_args()
     keep: list[Any] = []
     report: dict[str, Any] = {"cpus": os.cpu_count()}
-    for what, fn in (("worker", worker), ("host", host), ("flat", flat)):
+    rounds = args.rounds
+    for what, fn, default in (("worker", worker, 5), ("host", host, 7), ("flat", flat, 3)):
         if args.what in (what, "all"):
+            args.rounds = rounds or default
+            started = time.monotonic()
             report[what] = fn(args, keep)
+            took = time.monotonic() - started
+            print(f"{what} took {took / 60:.1f} min (wall clock)", file=sys.stderr, flush=True)
     print(json.dumps(report, indent=2))
     if args.out:
         Path(args.out, f"in-process-{args.what}.json").write_text(
