@@ -273,8 +273,9 @@ class LoopwatchSpanProcessor(SpanProcessor):
         trace_id = ctx[0]
         parent_id = parent[1] if parent is not None and not parent[2] else None
         assembler = self._assembler
-        # inside a turn already: whether it is a turn span itself does not matter (most starts)
-        if not assembler.inside_turn(trace_id, parent_id):
+        # inside a turn already: whether it is a turn span itself does not matter (most starts);
+        # a local root is inside none
+        if parent_id is None or not assembler.inside_turn(trace_id, parent_id):
             name, attributes = span._name or "", _readable(span._attributes)
             if not (may_be_genai(name, attributes, ended=False) and is_turn_span(name, attributes)):
                 return
