@@ -229,7 +229,10 @@ class LoopwatchSpanProcessor(SpanProcessor):
 
     def _after_fork(self) -> None:
         self._queue.clear()
+        # the parent's worker may have held any of these at the fork (on_end sets _wake)
         self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._idle = threading.Event()
         self._start_worker()
 
     def _safe(self, fn: Any, *args: Any) -> None:
