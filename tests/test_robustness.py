@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -219,3 +222,29 @@ def test_eight_threads_give_exact_totals() -> None:
     assert p.value("loopwatch_turns_total", model="m0") == turns / 2
     assert p.value("loopwatch_spans_dropped_total") == 0
     p.close()
+
+
+def test_a_forked_child_works_even_if_the_fork_came_mid_wait() -> None:
+    registry = CollectorRegistry()
+    processor = LoopwatchSpanProcessor(config=Config(queue_spans=10), registry=registry)
+    span = ReadableSpan(name="x", context=SpanContext(1, 2, is_remote=False), end_time=1)
+    with processor._wake._cond:  # held, as by the worker inside Event.wait at the fork
+        pid = os.fork()
+        if pid == 0:  # the child: on_end sets the wake event once the queue holds a batch
+            try:
+                for _ in range(processor._batch + 1):
+                    processor.on_end(span)
+                flushed = processor.force_flush(10_000)
+                spans = _samples(registry, "loopwatch_spans_total")
+                os._exit(0 if flushed and spans == {("other",): 6.0} else 1)
+            finally:
+                os._exit(2)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert done[0] == pid, "the child hung on a lock inherited from the parent's worker"
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    processor.shutdown()
