@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
 from dataclasses import dataclass
+from operator import attrgetter
 
 from loopwatch.core.config import Config
 from loopwatch.core.keys import AttemptKey
@@ -15,7 +15,9 @@ REPEAT = "repeat"
 NO_ROWS = "no_rows"
 
 
-@dataclass(frozen=True, slots=True)
+# Summaries are built once per turn and never changed: plain slots classes build several times
+# faster than frozen ones (a frozen __init__ sets each field through object.__setattr__).
+@dataclass(slots=True)
 class ToolSummary:
     tool: str
     tool_version: str
@@ -33,7 +35,7 @@ class ToolSummary:
     looping_keys: tuple[tuple[AttemptKey, int], ...] = ()  # (key, attempts) at the threshold
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TurnSummary:
     trace_id: int
     service: str
@@ -46,31 +48,74 @@ class TurnSummary:
     tools: tuple[ToolSummary, ...]
 
 
-def _streak(calls: list[ToolCall]) -> int | None:
-    """Longest run of consecutive empty results; None when no result was readable (content
-    capture off, or every call failed). A failed call breaks a run like a call with rows."""
-    if all(c.result == UNKNOWN for c in calls):
-        return None
-    longest = run = 0
-    for c in calls:
-        run = run + 1 if c.result == EMPTY else 0
-        longest = max(longest, run)
-    return longest
+_STARTED = attrgetter("start_ns", "span_id")  # calls in the order they started
+_START = attrgetter("start_ns")
+_TOOL = attrgetter("tool")
+
+
+class _Tally:
+    """One tool's executed calls in a turn, counted in one pass in the order they started."""
+
+    __slots__ = ("bare", "classes", "inferred", "keys", "readable", "run", "streak", "version")
+
+    def __init__(self) -> None:
+        self.keys: list[list[ToolCall]] = []  # the calls of each of the tool's keys
+        self.classes: dict[str, int] = {}  # error class -> calls
+        self.run = 0  # empty results in a row so far
+        self.streak = 0  # the longest such run
+        self.readable = False  # some call's result was readable
+        self.version = ""  # the first call's that names one
+        self.bare = 0  # calls without arguments
+        self.inferred = 0  # calls keyed by inference
+
+    def count(self, c: ToolCall) -> None:
+        # A failed call breaks a run of empty results like a call with rows.
+        if c.result == EMPTY:
+            self.run += 1
+            if self.run > self.streak:
+                self.streak = self.run
+        else:
+            self.run = 0
+        if c.result != UNKNOWN:
+            self.readable = True
+        if not self.version:
+            self.version = c.tool_version
+        self.classes[c.error_class] = self.classes.get(c.error_class, 0) + 1
+        if not c.arguments_known:
+            self.bare += 1
+        if c.key.inferred:
+            self.inferred += 1
+
+
+def _pairs(counts: dict[str, int]) -> tuple[tuple[str, int], ...]:
+    """``counts`` as sorted pairs (most turns: no pair, or one)."""
+    return tuple(sorted(counts.items())) if len(counts) > 1 else tuple(counts.items())
 
 
 def _model(worst: list[ToolCall], llms: list[LlmMark], turn: TurnMark | None) -> str:
     with_model = [m for m in llms if m.model]
     if worst and with_model:
         first = worst[0].start_ns
-        before = [m for m in with_model if m.start_ns <= first]
-        if before:
-            return max(before, key=lambda m: (m.start_ns, m.span_id)).model or UNKNOWN
+        before = max((m for m in with_model if m.start_ns <= first), key=_STARTED, default=None)
+        if before is not None:
+            return before.model or UNKNOWN
     if with_model:
-        counts = Counter(m.model for m in sorted(with_model, key=lambda m: m.start_ns))
-        return counts.most_common(1)[0][0] or UNKNOWN
+        # the most common model, the first to start among equals
+        counts: dict[str | None, int] = {}
+        for m in sorted(with_model, key=_START):
+            counts[m.model] = counts.get(m.model, 0) + 1
+        return max(counts, key=counts.__getitem__) or UNKNOWN
     if turn is not None and turn.model:
         return turn.model
     return UNKNOWN
+
+
+def _definition_versions(llms: list[LlmMark]) -> dict[str, str]:
+    """Tool name -> version from the tool definitions sent to the models, the latest winning."""
+    versions: dict[str, str] = {}
+    for m in sorted(llms, key=_START):
+        versions.update(m.tool_versions)
+    return versions
 
 
 def summarize(
@@ -86,41 +131,40 @@ def summarize(
 ) -> TurnSummary:
     """Numbers for one turn from its tool calls and LLM spans (any order). The agent is the
     turn span's, else the tool spans', else ``root_agent`` (the trace root's)."""
-    guarded: dict[str, Counter[str]] = defaultdict(Counter)
+    guarded: dict[str, dict[str, int]] = {}
+    executed: list[ToolCall] = []
     for c in calls:
-        if c.guard is not None:
-            guarded[c.tool][c.guard] += 1
-    calls = sorted((c for c in calls if c.guard is None), key=lambda c: (c.start_ns, c.span_id))
+        if c.guard is None:
+            executed.append(c)
+        else:
+            decisions = guarded.setdefault(c.tool, {})
+            decisions[c.guard] = decisions.get(c.guard, 0) + 1
+    executed.sort(key=_STARTED)
     # keyed on the key's compared fields as a plain tuple: AttemptKey's own hash and equality
     # are Python calls, twice per call here
     by_key: dict[tuple[str, str, str], list[ToolCall]] = {}
-    by_tool: dict[str, list[ToolCall]] = {}
-    keys_of: dict[str, list[list[ToolCall]]] = {}  # tool -> its keys' calls: one pass per tool
-    for c in calls:
+    tallies: dict[str, _Tally] = {}
+    for c in executed:
         k = c.key
         fields = (k.tool, k.identity, k.outcome)
+        tally = tallies.get(c.tool)
+        if tally is None:
+            tally = tallies[c.tool] = _Tally()
         key_calls = by_key.get(fields)
         if key_calls is None:
             key_calls = by_key[fields] = []
-            keys_of.setdefault(c.tool, []).append(key_calls)
+            tally.keys.append(key_calls)
         key_calls.append(c)
-        tool_calls = by_tool.get(c.tool)
-        if tool_calls is None:
-            by_tool[c.tool] = [c]
-        else:
-            tool_calls.append(c)
+        tally.count(c)
 
     worst: list[ToolCall] = []
     for key_calls in by_key.values():
         if len(key_calls) > len(worst):
             worst = key_calls
 
-    definition_versions: dict[str, str] = {}
-    for m in sorted(llms, key=lambda m: m.start_ns):
-        definition_versions.update(m.tool_versions)
-
+    definition_versions: dict[str, str] | None = None  # only for a tool whose calls name none
     tools: list[ToolSummary] = []
-    for tool, tool_calls in by_tool.items():
+    for tool, tally in tallies.items():
         declaration = config.declaration(tool)
         threshold = config.loop_threshold_for(declaration)
         max_attempts = 0
@@ -128,8 +172,7 @@ def summarize(
         loops: set[tuple[str, str]] = set()
         over_cap_ns = 0
         looping: list[tuple[AttemptKey, int]] = []
-        for key_calls in keys_of[tool]:
-            key = key_calls[0].key
+        for key_calls in tally.keys:
             n = len(key_calls)
             max_attempts = max(max_attempts, n)
             error_class = key_calls[0].error_class
@@ -137,54 +180,54 @@ def summarize(
                 repeats[error_class] = repeats.get(error_class, 0) + n - 1
             if n >= threshold:
                 loops.add((error_class, REPEAT))
-                looping.append((key, n))
-            # attempts past the loop threshold are what a breaker at cap threshold-1 would stop
-            over_cap_ns += sum(max(0, c.end_ns - c.start_ns) for c in key_calls[threshold:])
-        streak = _streak(tool_calls)
+                looping.append((key_calls[0].key, n))
+                # attempts past the loop threshold are what a breaker at cap threshold-1 stops
+                over_cap_ns += sum(max(0, c.end_ns - c.start_ns) for c in key_calls[threshold:])
+        streak = tally.streak if tally.readable else None
         if streak is not None and streak >= config.no_rows_threshold_for(declaration):
             loops.add((OK, NO_ROWS))
-        version = next((c.tool_version for c in tool_calls if c.tool_version), "")
-        classes: dict[str, int] = {}
-        for c in tool_calls:
-            classes[c.error_class] = classes.get(c.error_class, 0) + 1
-        decisions = guarded.pop(tool, None)
+        version = tally.version
+        if not version:
+            if definition_versions is None:
+                definition_versions = _definition_versions(llms)
+            version = definition_versions.get(tool, "")
         tools.append(
             ToolSummary(
                 tool=tool,
-                tool_version=version or definition_versions.get(tool, ""),
+                tool_version=version,
                 max_attempts=max_attempts,
                 no_rows_streak=streak,
-                calls=tuple(sorted(classes.items())),
-                repeats=tuple(sorted(repeats.items())),
-                loops=tuple(sorted(loops)),
+                calls=_pairs(tally.classes),
+                repeats=_pairs(repeats),
+                loops=tuple(sorted(loops)) if loops else (),
                 over_cap_seconds=over_cap_ns / 1e9,
-                calls_without_arguments=sum(1 for c in tool_calls if not c.arguments_known),
-                guard_decisions=tuple(sorted(decisions.items())) if decisions else (),
-                calls_keyed_by_inference=sum(1 for c in tool_calls if c.key.inferred),
-                looping_keys=tuple(looping),
+                calls_without_arguments=tally.bare,
+                guard_decisions=_pairs(guarded.pop(tool, {})),
+                calls_keyed_by_inference=tally.inferred,
+                looping_keys=tuple(looping) if looping else (),
             )
         )
     for tool, decisions in guarded.items():  # tools whose every call was stopped by a guard
-        tools.append(
-            ToolSummary(tool, "", 0, None, (), (), (), 0.0, 0, tuple(sorted(decisions.items())))
-        )
+        tools.append(ToolSummary(tool, "", 0, None, (), (), (), 0.0, 0, _pairs(decisions)))
 
     agent = (
         (turn.agent if turn else None)
-        or next((c.agent for c in calls if c.agent), None)
+        or next((c.agent for c in executed if c.agent), None)
         or root_agent
     )
-    if calls:
-        start_ns = min(start_ns or calls[0].start_ns, calls[0].start_ns)
-        end_ns = max(end_ns, max(c.end_ns for c in calls))
+    if turn is not None:
+        start_ns, end_ns = turn.start_ns, turn.end_ns
+    elif executed:
+        start_ns = min(start_ns or executed[0].start_ns, executed[0].start_ns)
+        end_ns = max(end_ns, max(c.end_ns for c in executed))
     return TurnSummary(
         trace_id=trace_id,
         service=service,
         agent=agent or UNKNOWN,
         model=_model(worst, llms, turn),
-        start_ns=turn.start_ns if turn else start_ns,
-        end_ns=turn.end_ns if turn else end_ns,
+        start_ns=start_ns,
+        end_ns=end_ns,
         max_attempts=len(worst),
         worst_key=worst[0].key if worst else None,
-        tools=tuple(sorted(tools, key=lambda t: t.tool)),
+        tools=tuple(sorted(tools, key=_TOOL)),
     )
