@@ -48,22 +48,22 @@ def record_bytes(record: Record) -> int:
         size += CHILD_BYTES
     if isinstance(record, ToolCall):
         size += len(record.tool) + len(record.agent or "") + len(record.tool_version)
-    elif isinstance(record, TurnMark):
-        size += len(record.agent or "") + len(record.model or "")
     elif isinstance(record, LlmMark):
         size += len(record.model or "")
-        size += sum(SET_ENTRY_BYTES + len(name) for name, _ in record.tool_versions)
+        if record.tool_versions:
+            size += sum(SET_ENTRY_BYTES + len(name) for name, _ in record.tool_versions)
+    elif isinstance(record, TurnMark):
+        size += len(record.agent or "") + len(record.model or "")
     return size
 
 
-@dataclass
+@dataclass(slots=True)
 class _Trace:
     service: str
     last_seen: float
     records: dict[int, Record] = field(default_factory=dict)
     # parent span id -> ids of the records under it: a turn's subtree without walking the trace
     children: dict[int, dict[int, None]] = field(default_factory=dict)
-    root_seen_at: float | None = None
     # in process, from span starts: agent/workflow spans and every span started inside one, so
     # an agent span that ends can tell whether it is outermost (its parent is not in here)
     in_turn: set[int] = field(default_factory=set)
@@ -100,7 +100,8 @@ class TurnAssembler:
         self.buffered_bytes += size
 
     def _within_budget(self) -> None:
-        """Evict the least recently seen traces until the buffers fit the byte budget."""
+        """Evict the least recently seen traces until the buffers fit the byte budget (the
+        callers check first whether they are over it: a call per span costs)."""
         while self.buffered_bytes > self.config.buffer_bytes and self._traces:
             self.finalize(next(iter(self._traces)), EVICT_MEMORY)
 
@@ -140,7 +141,8 @@ class TurnAssembler:
         if len(trace.in_turn) < self.config.max_spans_per_turn:
             trace.in_turn.add(span_id)
             self._charge(trace, SET_ENTRY_BYTES)
-            self._within_budget()
+            if self.buffered_bytes > self.config.buffer_bytes:
+                self._within_budget()
 
     def add(
         self, trace_id: int, service: str, record: Record, *, root_finalizes: bool = True
@@ -164,14 +166,14 @@ class TurnAssembler:
             self.sink.dropped(DROP_TURN_FULL)
             return
         records = trace.records
+        size = record_bytes(record)
         if span_id in records:  # the same span id again: it replaces the first (as before)
             self._unlink(trace, records[span_id])
-            self._charge(trace, -record_bytes(records[span_id]))
+            size -= record_bytes(records[span_id])
         records[span_id] = record
-        self._charge(trace, record_bytes(record))
+        self._charge(trace, size)
         if parent_id is None:
             trace.service = service
-            trace.root_seen_at = trace.last_seen
             self._rooted[trace_id] = trace.last_seen
             self._rooted.move_to_end(trace_id)
             if root_finalizes:
@@ -190,7 +192,8 @@ class TurnAssembler:
             )
             if root_finalizes and outermost_turn:
                 self._finalize_subtree(trace_id, trace, span_id)
-        self._within_budget()
+        if self.buffered_bytes > self.config.buffer_bytes:
+            self._within_budget()
 
     @staticmethod
     def _unlink(trace: _Trace, record: Record) -> None:
@@ -229,12 +232,15 @@ class TurnAssembler:
         records = {span_id: trace.records[span_id] for span_id in inside}
         if not any(type(r) is ToolCall for r in records.values()):
             return  # not a turn by itself: it stays with the rest of the trace
-        for span_id in inside:
-            record = trace.records.pop(span_id)
-            self._unlink(trace, record)
-            trace.children.pop(span_id, None)
+        for span_id, record in records.items():
+            del trace.records[span_id]
             self._charge(trace, -record_bytes(record))
-        self._emit(trace_id, trace, records)
+        try:
+            self._emit(trace_id, trace, records)
+        finally:  # after the split, which reads the children index
+            for span_id, record in records.items():
+                self._unlink(trace, record)
+                trace.children.pop(span_id, None)
 
     def finalize(self, trace_id: int, evicted: str | None = None) -> None:
         """Summarize every turn of the trace and forget its spans. ``evicted`` says why a
@@ -262,7 +268,8 @@ class TurnAssembler:
         records: dict[int, Record],
         evicted: str | None = None,
     ) -> None:
-        for group in split_turns(records, allow_empty=trace.turns_emitted == 0):
+        groups = split_turns(records, trace.turns_emitted == 0, trace.children)
+        for group in groups:
             trace.turns_emitted += 1
             if evicted is not None:
                 self.sink.evicted(evicted)

@@ -20,7 +20,16 @@ _GENERIC_ERROR = "tool_error"
 def merge_layers(calls: list[ToolCall]) -> list[ToolCall]:
     """``calls`` with every chain of directly nested same-tool spans folded into its outermost
     span (its id, parent and times stay, so it sorts where the call started)."""
+    if len(calls) < 2:
+        return calls
     by_id = {c.span_id: c for c in calls}
+    # the common case, no call directly under a call of its own tool: nothing to fold
+    for c in calls:
+        parent = by_id.get(c.parent_id) if c.parent_id is not None else None
+        if parent is not None and parent.tool == c.tool and parent.span_id != c.span_id:
+            break
+    else:
+        return calls
     # span id -> (its outermost same-tool layer, depth below it); each span is walked once, so a
     # hostile chain of thousands of nested same-tool spans costs linear time, not quadratic
     tops: dict[int, tuple[ToolCall, int]] = {}

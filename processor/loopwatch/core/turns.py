@@ -9,7 +9,7 @@ from loopwatch.core.layers import merge_layers
 from loopwatch.core.records import LlmMark, Record, ToolCall, TurnMark
 
 
-@dataclass
+@dataclass(slots=True)
 class TurnGroup:
     """The spans of one turn: ``turn`` is its agent span, None when the local root holds it."""
 
@@ -50,56 +50,113 @@ def ancestry(records: Mapping[int, Record]) -> dict[int, tuple[int, int | None]]
     return done
 
 
-def split_turns(records: Mapping[int, Record], allow_empty: bool = True) -> list[TurnGroup]:
+def split_turns(
+    records: Mapping[int, Record],
+    allow_empty: bool = True,
+    children: Mapping[int, Mapping[int, None]] | None = None,
+) -> list[TurnGroup]:
     """Turns of the spans in ``records`` (one trace, or one local root's part of it).
 
     ``allow_empty``: a trace without tool calls is one turn (False once the trace has had
-    turns finalized already, so its remainder does not count again)."""
+    turns finalized already, so its remainder does not count again). ``children`` (parent id
+    -> ids of the spans under it, the assembler's index) lets the common shape, one turn span
+    holding all the others, skip walking up from every span."""
+    if children is not None:
+        groups = _one_turn_span(records, children, allow_empty)
+        if groups is not None:
+            return groups
     up = ancestry(records)
-    groups: dict[int, TurnGroup] = {}
+    groups_by_anchor: dict[int, TurnGroup] = {}
+    llms: list[LlmMark] = []
+    root_agent: str | None = None
     for span_id, rec in records.items():
         if isinstance(rec, ToolCall):
             top, outer = up[span_id]
             anchor = outer if outer is not None else top
-            group = groups.get(anchor)
+            group = groups_by_anchor.get(anchor)
             if group is None:
                 turn = records.get(anchor)
-                group = groups[anchor] = TurnGroup(
+                group = groups_by_anchor[anchor] = TurnGroup(
                     anchor, turn if isinstance(turn, TurnMark) else None
                 )
             group.calls.append(rec)
-    if not groups and allow_empty:
+        elif isinstance(rec, LlmMark):
+            llms.append(rec)
+        elif isinstance(rec, TurnMark) and root_agent is None and rec.parent_id is None:
+            # The agent named by the trace's root span. Its children may end after it
+            # (AutoGen's ``invoke_agent`` root ends before OpenInference's AGENT span under
+            # it), leaving the turn's tool calls cut off from it.
+            root_agent = rec.agent or None
+    if not groups_by_anchor and allow_empty:
         # A trace without tool calls is one turn if anything in it is GenAI at all.
         marks = [r for r in records.values() if isinstance(r, TurnMark | LlmMark)]
         if not marks:
             return []
         turns = [r for r in marks if isinstance(r, TurnMark)]
         outermost = [t for t in turns if up[t.span_id][1] == t.span_id]
-        turn = min(outermost, key=lambda t: t.start_ns) if outermost else None
+        first_turn = min(outermost, key=lambda t: t.start_ns) if outermost else None
         top = up[marks[0].span_id][0]
-        groups[top] = TurnGroup(top, turn)
-    for span_id, rec in records.items():
-        if isinstance(rec, LlmMark):
-            top, outer = up[span_id]
-            group = groups.get(outer) if outer is not None else None
-            group = group or groups.get(top)
-            if group is not None:
-                group.llms.append(rec)
-    root_agent = _root_agent(records)
-    for group in groups.values():
+        groups_by_anchor[top] = TurnGroup(top, first_turn)
+    for llm in llms:
+        top, outer = up[llm.span_id]
+        group = groups_by_anchor.get(outer) if outer is not None else None
+        group = group or groups_by_anchor.get(top)
+        if group is not None:
+            group.llms.append(llm)
+    for group in groups_by_anchor.values():
         group.calls = merge_layers(group.calls)
         group.root_agent = root_agent
         anchor_record = records.get(group.anchor)
         if anchor_record is not None:
             group.start_ns, group.end_ns = anchor_record.start_ns, anchor_record.end_ns
-    return list(groups.values())
+    return list(groups_by_anchor.values())
 
 
-def _root_agent(records: Mapping[int, Record]) -> str | None:
-    """The agent named by the trace's root span when it is an agent span. Its children may
-    end after it (AutoGen's ``invoke_agent`` root ends before OpenInference's AGENT span under
-    it), leaving the turn's tool calls cut off from it."""
+def _one_turn_span(
+    records: Mapping[int, Record], children: Mapping[int, Mapping[int, None]], allow_empty: bool
+) -> list[TurnGroup] | None:
+    """The turn when one turn span holds every other span of ``records``, found in one pass;
+    None for any other shape (more than one top, a top that is no turn span, a parent cycle),
+    which the walk up from every span in split_turns decides. Gives what that walk would."""
+    head: Record | None = None
+    calls: list[ToolCall] = []
+    llms: list[LlmMark] = []
     for rec in records.values():
-        if rec.parent_id is None and isinstance(rec, TurnMark) and rec.agent:
-            return rec.agent
-    return None
+        parent = rec.parent_id
+        if parent is None or parent not in records:
+            if head is not None:
+                return None
+            head = rec
+        if isinstance(rec, ToolCall):
+            calls.append(rec)
+        elif isinstance(rec, LlmMark):
+            llms.append(rec)
+    if not isinstance(head, TurnMark):
+        return None
+    # Every span must hang under the head: spans in a parent cycle would not. Each span has
+    # one parent, so the walk down meets each span once; the count also bounds it.
+    reached, stack = 1, [head.span_id]
+    while stack and reached <= len(records):
+        for child in children.get(stack.pop(), ()):
+            if child in records:
+                reached += 1
+                stack.append(child)
+    if reached != len(records):
+        return None
+    # The walk's top: the root, or the missing parent that anchors a turn without tool calls.
+    top = head.span_id if head.parent_id is None else head.parent_id
+    anchor = head.span_id if calls else top
+    if not (calls or allow_empty):
+        return []
+    anchor_record = records.get(anchor)
+    return [
+        TurnGroup(
+            anchor,
+            head,
+            merge_layers(calls),
+            llms,
+            anchor_record.start_ns if anchor_record is not None else 0,
+            anchor_record.end_ns if anchor_record is not None else 0,
+            head.agent or None if head.parent_id is None else None,
+        )
+    ]
