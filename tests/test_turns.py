@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loopwatch.conventions import read_span
 from loopwatch.core.config import Config
-from loopwatch.core.records import Record
+from loopwatch.core.keys import AttemptKey
+from loopwatch.core.records import Link, LlmMark, Record, ToolCall, TurnMark
 from loopwatch.core.spans import SpanView
 from loopwatch.core.summary import summarize
-from loopwatch.core.turns import split_turns
+from loopwatch.core.turns import TurnGroup, split_turns
 
 AGENT = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}
 OI_AGENT = {"openinference.span.kind": "AGENT"}
@@ -168,3 +173,86 @@ def test_siblings_under_a_missing_parent_are_one_turn() -> None:
     # the agent span never arrived (another process, or dropped): its tool calls stay together
     groups = split_turns(records((2, 99, tool(), 1), (3, 99, tool(), 2), (4, 99, tool(), 3)))
     assert [(g.anchor, len(g.calls)) for g in groups] == [(99, 3)]
+
+
+# -- the one-pass shortcut (a children index given) against the walk up from every span -----
+def _record(kind: int, span_id: int, parent: int | None) -> Record:
+    start = span_id * 10
+    if kind == 0:
+        key = AttemptKey("search" if span_id % 3 else "fetch", str(span_id % 4), "ok")
+        return ToolCall(
+            span_id, parent, start, start + 5, key.tool, key, "ok", "rows", True, "", None
+        )
+    if kind == 1:
+        return TurnMark(span_id, parent, start, start + 5, "agent" if span_id % 2 else None, None)
+    if kind == 2:
+        return LlmMark(span_id, parent, start, start + 5, "m")
+    return Link(span_id, parent, start, start + 5)
+
+
+def _index(records: Mapping[int, Record]) -> dict[int, dict[int, None]]:
+    children: dict[int, dict[int, None]] = {}
+    for rec in records.values():
+        if rec.parent_id is not None:
+            children.setdefault(rec.parent_id, {})[rec.span_id] = None
+    return children
+
+
+def _shape(groups: list[TurnGroup]) -> list[tuple[object, ...]]:
+    return [
+        (
+            g.anchor,
+            g.turn.span_id if g.turn else None,
+            [c.span_id for c in g.calls],
+            [m.span_id for m in g.llms],
+            g.start_ns,
+            g.end_ns,
+            g.root_agent,
+        )
+        for g in groups
+    ]
+
+
+# span id -> (kind, parent): parents among the ids (cycles included), missing (99) or none
+spans = st.dictionaries(
+    st.integers(1, 12),
+    st.tuples(st.integers(0, 3), st.none() | st.integers(1, 12) | st.just(99)),
+    max_size=12,
+)
+
+
+@given(spans, st.booleans(), st.integers(0, 12), st.booleans(), st.booleans())
+@settings(max_examples=500, deadline=None)
+def test_the_one_pass_shortcut_splits_like_the_walk(
+    shape: dict[int, tuple[int, int | None]], allow_empty: bool, head: int, tree: bool, cycle: bool
+) -> None:
+    if tree and shape:  # one turn span at the top, each other span under a smaller id
+        top = min(shape)
+        shape = {s: (kind, p if p in shape and p < s else top) for s, (kind, p) in shape.items()}
+        shape[top] = (1, None)
+        if cycle and len(shape) > 2:  # the two last spans under each other, beside the tree
+            a, b = sorted(shape)[-2:]
+            shape[a], shape[b] = (shape[a][0], b), (shape[b][0], a)
+    # a trace's records, and (as when a turn under an open root ends) the part under one span
+    records = {s: _record(kind, s, parent) for s, (kind, parent) in shape.items()}
+    children = _index(records)
+    below, stack = {}, [head] if head in records else []
+    while stack:
+        span_id = stack.pop()
+        if span_id not in below:
+            below[span_id] = records[span_id]
+            stack.extend(children.get(span_id, ()))
+    for part in (records, below):
+        walked = split_turns(part, allow_empty)
+        assert _shape(split_turns(part, allow_empty, children)) == _shape(walked)
+
+
+def test_the_one_pass_shortcut_takes_the_common_shape_and_leaves_cycles_to_the_walk() -> None:
+    turn = {1: _record(1, 1, None), 2: _record(0, 2, 1), 3: _record(2, 3, 1), 4: _record(0, 4, 3)}
+    (group,) = split_turns(turn, True, _index(turn))
+    assert (group.anchor, [c.span_id for c in group.calls]) == (1, [2, 4])
+    assert group.root_agent == "agent"
+    # a cycle beside the turn span: one top, yet two spans that hang under nothing
+    cyclic = {**turn, 5: _record(0, 5, 6), 6: _record(0, 6, 5)}
+    assert _shape(split_turns(cyclic, True, _index(cyclic))) == _shape(split_turns(cyclic))
+    assert [len(g.calls) for g in split_turns(cyclic, True, _index(cyclic))] == [2, 2]

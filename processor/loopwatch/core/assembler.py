@@ -174,10 +174,11 @@ class TurnAssembler:
         self._charge(trace, size)
         if parent_id is None:
             trace.service = service
-            self._rooted[trace_id] = trace.last_seen
-            self._rooted.move_to_end(trace_id)
             if root_finalizes:
                 self.finalize(trace_id)
+            else:
+                self._rooted[trace_id] = trace.last_seen
+                self._rooted.move_to_end(trace_id)
         else:
             trace.referenced.add(parent_id)
             siblings = trace.children.get(parent_id)

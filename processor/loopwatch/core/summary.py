@@ -53,40 +53,6 @@ _START = attrgetter("start_ns")
 _TOOL = attrgetter("tool")
 
 
-class _Tally:
-    """One tool's executed calls in a turn, counted in one pass in the order they started."""
-
-    __slots__ = ("bare", "classes", "inferred", "keys", "readable", "run", "streak", "version")
-
-    def __init__(self) -> None:
-        self.keys: list[list[ToolCall]] = []  # the calls of each of the tool's keys
-        self.classes: dict[str, int] = {}  # error class -> calls
-        self.run = 0  # empty results in a row so far
-        self.streak = 0  # the longest such run
-        self.readable = False  # some call's result was readable
-        self.version = ""  # the first call's that names one
-        self.bare = 0  # calls without arguments
-        self.inferred = 0  # calls keyed by inference
-
-    def count(self, c: ToolCall) -> None:
-        # A failed call breaks a run of empty results like a call with rows.
-        if c.result == EMPTY:
-            self.run += 1
-            if self.run > self.streak:
-                self.streak = self.run
-        else:
-            self.run = 0
-        if c.result != UNKNOWN:
-            self.readable = True
-        if not self.version:
-            self.version = c.tool_version
-        self.classes[c.error_class] = self.classes.get(c.error_class, 0) + 1
-        if not c.arguments_known:
-            self.bare += 1
-        if c.key.inferred:
-            self.inferred += 1
-
-
 def _pairs(counts: dict[str, int]) -> tuple[tuple[str, int], ...]:
     """``counts`` as sorted pairs (most turns: no pair, or one)."""
     return tuple(sorted(counts.items())) if len(counts) > 1 else tuple(counts.items())
@@ -143,19 +109,21 @@ def summarize(
     # keyed on the key's compared fields as a plain tuple: AttemptKey's own hash and equality
     # are Python calls, twice per call here
     by_key: dict[tuple[str, str, str], list[ToolCall]] = {}
-    tallies: dict[str, _Tally] = {}
+    by_tool: dict[str, list[ToolCall]] = {}
+    keys_of: dict[str, list[list[ToolCall]]] = {}  # tool -> its keys' calls
     for c in executed:
         k = c.key
         fields = (k.tool, k.identity, k.outcome)
-        tally = tallies.get(c.tool)
-        if tally is None:
-            tally = tallies[c.tool] = _Tally()
         key_calls = by_key.get(fields)
         if key_calls is None:
             key_calls = by_key[fields] = []
-            tally.keys.append(key_calls)
+            keys_of.setdefault(c.tool, []).append(key_calls)
         key_calls.append(c)
-        tally.count(c)
+        tool_calls = by_tool.get(c.tool)
+        if tool_calls is None:
+            by_tool[c.tool] = [c]
+        else:
+            tool_calls.append(c)
 
     worst: list[ToolCall] = []
     for key_calls in by_key.values():
@@ -164,7 +132,7 @@ def summarize(
 
     definition_versions: dict[str, str] | None = None  # only for a tool whose calls name none
     tools: list[ToolSummary] = []
-    for tool, tally in tallies.items():
+    for tool, tool_calls in by_tool.items():
         declaration = config.declaration(tool)
         threshold = config.loop_threshold_for(declaration)
         max_attempts = 0
@@ -172,7 +140,7 @@ def summarize(
         loops: set[tuple[str, str]] = set()
         over_cap_ns = 0
         looping: list[tuple[AttemptKey, int]] = []
-        for key_calls in tally.keys:
+        for key_calls in keys_of[tool]:
             n = len(key_calls)
             max_attempts = max(max_attempts, n)
             error_class = key_calls[0].error_class
@@ -183,10 +151,28 @@ def summarize(
                 looping.append((key_calls[0].key, n))
                 # attempts past the loop threshold are what a breaker at cap threshold-1 stops
                 over_cap_ns += sum(max(0, c.end_ns - c.start_ns) for c in key_calls[threshold:])
-        streak = tally.streak if tally.readable else None
+        # one pass over the tool's calls in start order
+        run = longest = bare = inferred = 0
+        readable = False
+        version = ""
+        classes: dict[str, int] = {}
+        for c in tool_calls:
+            if c.result == EMPTY:  # a failed call breaks a run like a call with rows
+                run += 1
+                longest = max(longest, run)
+            else:
+                run = 0
+            readable = readable or c.result != UNKNOWN
+            version = version or c.tool_version
+            classes[c.error_class] = classes.get(c.error_class, 0) + 1
+            if not c.arguments_known:
+                bare += 1
+            if c.key.inferred:
+                inferred += 1
+        # None when no result was readable (content capture off, or every call failed)
+        streak = longest if readable else None
         if streak is not None and streak >= config.no_rows_threshold_for(declaration):
             loops.add((OK, NO_ROWS))
-        version = tally.version
         if not version:
             if definition_versions is None:
                 definition_versions = _definition_versions(llms)
@@ -197,13 +183,13 @@ def summarize(
                 tool_version=version,
                 max_attempts=max_attempts,
                 no_rows_streak=streak,
-                calls=_pairs(tally.classes),
-                repeats=_pairs(repeats),
+                calls=_pairs(classes),
+                repeats=_pairs(repeats) if repeats else (),
                 loops=tuple(sorted(loops)) if loops else (),
                 over_cap_seconds=over_cap_ns / 1e9,
-                calls_without_arguments=tally.bare,
-                guard_decisions=_pairs(guarded.pop(tool, {})),
-                calls_keyed_by_inference=tally.inferred,
+                calls_without_arguments=bare,
+                guard_decisions=_pairs(guarded.pop(tool)) if tool in guarded else (),
+                calls_keyed_by_inference=inferred,
                 looping_keys=tuple(looping) if looping else (),
             )
         )

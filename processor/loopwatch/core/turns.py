@@ -134,13 +134,15 @@ def _one_turn_span(
     if not isinstance(head, TurnMark):
         return None
     # Every span must hang under the head: spans in a parent cycle would not. Each span has
-    # one parent, so the walk down meets each span once; the count also bounds it.
+    # one parent, so the walk down meets each span once; the count also bounds it. Only
+    # spans with spans under them are walked further (most are leaves).
     reached, stack = 1, [head.span_id]
     while stack and reached <= len(records):
         for child in children.get(stack.pop(), ()):
             if child in records:
                 reached += 1
-                stack.append(child)
+                if child in children:
+                    stack.append(child)
     if reached != len(records):
         return None
     # The walk's top: the root, or the missing parent that anchors a turn without tool calls.
