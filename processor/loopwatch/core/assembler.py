@@ -140,7 +140,8 @@ class TurnAssembler:
         trace = trace if trace is not None else self._trace(trace_id, UNKNOWN_SERVICE)
         if len(trace.in_turn) < self.config.max_spans_per_turn:
             trace.in_turn.add(span_id)
-            self._charge(trace, SET_ENTRY_BYTES)
+            trace.size += SET_ENTRY_BYTES  # _charge, inlined here and in add: once per span
+            self.buffered_bytes += SET_ENTRY_BYTES
             if self.buffered_bytes > self.config.buffer_bytes:
                 self._within_budget()
 
@@ -171,7 +172,8 @@ class TurnAssembler:
             self._unlink(trace, records[span_id])
             size -= record_bytes(records[span_id])
         records[span_id] = record
-        self._charge(trace, size)
+        trace.size += size
+        self.buffered_bytes += size
         if parent_id is None:
             trace.service = service
             if root_finalizes:

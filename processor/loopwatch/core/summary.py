@@ -59,18 +59,23 @@ def _pairs(counts: dict[str, int]) -> tuple[tuple[str, int], ...]:
 
 
 def _model(worst: list[ToolCall], llms: list[LlmMark], turn: TurnMark | None) -> str:
-    with_model = [m for m in llms if m.model]
-    if worst and with_model:
+    """The model of the last LLM span to start before the worst key's first call; else the most
+    common model (the first to start among equals); else the turn span's."""
+    if worst:
         first = worst[0].start_ns
-        before = max((m for m in with_model if m.start_ns <= first), key=_STARTED, default=None)
-        if before is not None:
-            return before.model or UNKNOWN
-    if with_model:
-        # the most common model, the first to start among equals
-        counts: dict[str | None, int] = {}
-        for m in sorted(with_model, key=_START):
+        latest: LlmMark | None = None
+        for m in llms:
+            before = m.model and m.start_ns <= first
+            if before and (latest is None or _STARTED(m) > _STARTED(latest)):
+                latest = m
+        if latest is not None:
+            return latest.model or UNKNOWN
+    counts: dict[str, int] = {}
+    for m in sorted(llms, key=_START):
+        if m.model:
             counts[m.model] = counts.get(m.model, 0) + 1
-        return max(counts, key=counts.__getitem__) or UNKNOWN
+    if counts:
+        return max(counts, key=counts.__getitem__)
     if turn is not None and turn.model:
         return turn.model
     return UNKNOWN
