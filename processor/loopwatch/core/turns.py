@@ -65,44 +65,46 @@ def split_turns(
         groups = _one_turn_span(records, children, allow_empty)
         if groups is not None:
             return groups
+    calls: list[ToolCall] = []
+    marks: list[TurnMark | LlmMark] = []
+    root_agent: str | None = None
+    for rec in records.values():
+        if isinstance(rec, ToolCall):
+            calls.append(rec)
+        elif isinstance(rec, TurnMark | LlmMark):
+            marks.append(rec)
+            if isinstance(rec, TurnMark) and root_agent is None and rec.parent_id is None:
+                # The agent named by the trace's root span. Its children may end after it
+                # (AutoGen's ``invoke_agent`` root ends before OpenInference's AGENT span
+                # under it), leaving the turn's tool calls cut off from it.
+                root_agent = rec.agent or None
+    # A trace without tool calls is one turn if anything in it is GenAI at all.
+    if not calls and not (allow_empty and marks):
+        return []
     up = ancestry(records)
     groups_by_anchor: dict[int, TurnGroup] = {}
-    llms: list[LlmMark] = []
-    root_agent: str | None = None
-    for span_id, rec in records.items():
-        if isinstance(rec, ToolCall):
-            top, outer = up[span_id]
-            anchor = outer if outer is not None else top
-            group = groups_by_anchor.get(anchor)
-            if group is None:
-                turn = records.get(anchor)
-                group = groups_by_anchor[anchor] = TurnGroup(
-                    anchor, turn if isinstance(turn, TurnMark) else None
-                )
-            group.calls.append(rec)
-        elif isinstance(rec, LlmMark):
-            llms.append(rec)
-        elif isinstance(rec, TurnMark) and root_agent is None and rec.parent_id is None:
-            # The agent named by the trace's root span. Its children may end after it
-            # (AutoGen's ``invoke_agent`` root ends before OpenInference's AGENT span under
-            # it), leaving the turn's tool calls cut off from it.
-            root_agent = rec.agent or None
-    if not groups_by_anchor and allow_empty:
-        # A trace without tool calls is one turn if anything in it is GenAI at all.
-        marks = [r for r in records.values() if isinstance(r, TurnMark | LlmMark)]
-        if not marks:
-            return []
-        turns = [r for r in marks if isinstance(r, TurnMark)]
-        outermost = [t for t in turns if up[t.span_id][1] == t.span_id]
+    for call in calls:
+        top, outer = up[call.span_id]
+        anchor = outer if outer is not None else top
+        group = groups_by_anchor.get(anchor)
+        if group is None:
+            turn = records.get(anchor)
+            group = groups_by_anchor[anchor] = TurnGroup(
+                anchor, turn if isinstance(turn, TurnMark) else None
+            )
+        group.calls.append(call)
+    if not groups_by_anchor:
+        outermost = [t for t in marks if isinstance(t, TurnMark) and up[t.span_id][1] == t.span_id]
         first_turn = min(outermost, key=lambda t: t.start_ns) if outermost else None
         top = up[marks[0].span_id][0]
         groups_by_anchor[top] = TurnGroup(top, first_turn)
-    for llm in llms:
-        top, outer = up[llm.span_id]
-        group = groups_by_anchor.get(outer) if outer is not None else None
-        group = group or groups_by_anchor.get(top)
-        if group is not None:
-            group.llms.append(llm)
+    for llm in marks:
+        if isinstance(llm, LlmMark):
+            top, outer = up[llm.span_id]
+            group = groups_by_anchor.get(outer) if outer is not None else None
+            group = group or groups_by_anchor.get(top)
+            if group is not None:
+                group.llms.append(llm)
     for group in groups_by_anchor.values():
         group.calls = merge_layers(group.calls)
         group.root_agent = root_agent
