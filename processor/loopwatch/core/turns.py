@@ -161,6 +161,6 @@ def _one_turn_span(
             llms,
             anchor_record.start_ns if anchor_record is not None else 0,
             anchor_record.end_ns if anchor_record is not None else 0,
-            head.agent or None if head.parent_id is None else None,
+            (head.agent or None) if head.parent_id is None else None,  # the root's agent
         )
     ]
