@@ -287,8 +287,10 @@ class TurnAssembler:
                 group.end_ns,
                 group.root_agent,
             )
-            self.sink.turn(summary)
+            # logged before it is counted: a reader of the counts (the service's activity line)
+            # then never reports a loop before its line is out
             log_loops(summary)
+            self.sink.turn(summary)
 
     def sweep(self) -> None:
         """Finalize traces idle for longer than the idle timeout."""
