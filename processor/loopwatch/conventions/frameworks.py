@@ -55,6 +55,8 @@ _OPENAI_AGENTS_ERROR_RESULTS = (
 def openai_agents_error_text(description: str) -> str | None:
     """The ``error`` text inside an OpenAI Agents "Error running tool (non-fatal): {...}"
     status description; None when the description has another shape."""
+    if not description.startswith("Error running "):  # what the pattern starts with: cheaper
+        return None
     match = _OPENAI_AGENTS_SPAN_ERROR.match(description, 0, MAX_EXAMINED_CHARS)
     if match is None:
         return None

@@ -33,7 +33,11 @@ _SCAN: _Scan = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]
 
 def parse_text(text: str) -> Any:
     """JSON, else a Python literal (LangChain writes ``str(dict)``), else the text itself."""
-    stripped = text.strip()
+    return _parse_stripped(text, text.strip())
+
+
+def _parse_stripped(text: str, stripped: str) -> Any:
+    """parse_text, for callers that already stripped ``text``."""
     if not stripped or len(stripped) > MAX_PARSE_CHARS:
         return text
     first = stripped[0]
@@ -66,17 +70,11 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _plain(value: Any) -> Any:
-    """Attribute values (str, number, sequences, mappings on newer SDKs) as JSON-like data.
-
-    Only a top-level string is parsed: inside structured data a string is a value (the order id
-    ``"88214"`` stays a string, as it is when the same arguments arrive as a JSON text)."""
-    if isinstance(value, str):
-        return parse_text(value)
-    return _structured(value)
-
-
 def _structured(value: Any) -> Any:
+    """Attribute values other than a text (numbers, sequences, mappings on newer SDKs) as
+    JSON-like data. Only a top-level text is parsed: inside structured data a string is a value
+    (the order id ``"88214"`` stays a string, as it is when the same arguments arrive as a JSON
+    text)."""
     if isinstance(value, str):
         return value
     if isinstance(value, Mapping):
@@ -86,15 +84,16 @@ def _structured(value: Any) -> Any:
     return value
 
 
-def is_redacted(value: Any) -> bool:
-    return isinstance(value, str) and value.strip() in REDACTED
-
-
 def decode_arguments(value: Any) -> tuple[bool, Any]:
     """``(known, arguments)``; unknown when absent or redacted (never read as empty)."""
-    if value is None or is_redacted(value):
+    if value is None:
         return False, None
-    return True, _unwrap_arguments(_plain(value))
+    if isinstance(value, str):  # is_redacted and _plain, stripping once
+        stripped = value.strip()
+        if stripped in REDACTED:
+            return False, None
+        return True, _unwrap_arguments(_parse_stripped(value, stripped))
+    return True, _unwrap_arguments(_structured(value))
 
 
 def _unwrap_arguments(args: Any) -> Any:
@@ -126,12 +125,20 @@ def _unwrap_arguments(args: Any) -> Any:
 def decode_result(value: Any) -> tuple[bool, Any, str | None]:
     """``(known, result, error_text)``. error_text is set when the envelope says the call failed
     (LangChain ToolMessage ``status="error"``, MCP ``isError``)."""
-    if value is None or is_redacted(value):
+    if value is None:
         return False, None, None
-    result = _plain(value)
+    if isinstance(value, str):  # is_redacted and _plain, stripping once
+        stripped = value.strip()
+        if stripped in REDACTED:
+            return False, None, None
+        result = _parse_stripped(value, stripped)
+    else:
+        result = _structured(value)
     error_text: str | None = None
     for _ in range(_UNWRAP_DEPTH):
         if isinstance(result, str):
+            if result is value:  # the text did not parse just above: it would not again
+                break
             parsed = parse_text(result)
             if parsed is result or isinstance(parsed, str):
                 break
@@ -168,7 +175,12 @@ def decode_result(value: Any) -> tuple[bool, Any, str | None]:
                 result = result["content"]
             else:
                 break
-        elif isinstance(result, list) and result and all(_is_text_block(b) for b in result):
+        elif (
+            isinstance(result, list)
+            and result
+            and _is_text_block(result[0])  # most lists are not: no generator for them
+            and all(_is_text_block(b) for b in result)
+        ):
             # Strands / MCP content blocks: [{"text": "..."}] or [{"type": "text", "text": ...}]
             texts = [b["text"] for b in result]
             result = texts[0] if len(texts) == 1 else "\n".join(texts)

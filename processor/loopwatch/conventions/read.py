@@ -20,8 +20,15 @@ from loopwatch.conventions.openllmetry import OPENLLMETRY
 from loopwatch.conventions.payloads import decode_arguments, decode_result, parse_text
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
-from loopwatch.core.identity import MISSING, WHOLE_ARGUMENTS, get_path, short_hash
-from loopwatch.core.keys import attempt_key
+from loopwatch.core.identity import (
+    MISSING,
+    WHOLE_ARGUMENTS,
+    get_path,
+    identity_hash,
+    short_hash,
+    without_free_text,
+)
+from loopwatch.core.keys import AttemptKey, attempt_key
 from loopwatch.core.outcomes import OK, classify_error, error_text_in_result, result_fingerprint
 from loopwatch.core.records import (
     GUARD_ATTRIBUTE,
@@ -133,18 +140,74 @@ def _first(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
     return None
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+def _first_text(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
+    """The first value set, when it is a text (None when it is another type)."""
+    for key in keys:
+        value = attrs.get(key)
+        if value is not None and value != "":
+            return value if isinstance(value, str) else None
+    return None
 
 
-def is_tool_span(span: SpanView) -> bool:
-    name = span.name
+# What the markers make of a span, in the order read_span tests them: a span that any marker
+# makes a tool is a tool call, else one marked as a turn is a turn, else an LLM call.
+_TOOL, _TURN, _LLM, _UNMARKED = 0, 1, 2, 3
+
+
+def _marker_table() -> tuple[tuple[str, dict[str, int], int], ...]:
+    """Each attribute the markers test, once: ``(key, {value: kind}, kind for any value)``,
+    tool markers' keys first."""
+    table: dict[str, tuple[dict[str, int], list[int]]] = {}
+    for kind, markers in ((_TOOL, _TOOL_MARKERS), (_TURN, _TURN_MARKERS), (_LLM, _LLM_MARKERS)):
+        for key, value in markers:
+            values, any_kind = table.setdefault(key, ({}, [_UNMARKED]))
+            if value == ANY:
+                any_kind[0] = min(any_kind[0], kind)
+            else:
+                values[value] = min(values.get(value, _UNMARKED), kind)
+    return tuple(
+        (key, {v: min(k, any_kind[0]) for v, k in values.items()}, any_kind[0])
+        for key, (values, any_kind) in table.items()
+    )
+
+
+_MARKER_TABLE = _marker_table()
+
+
+def _marked_kind(attrs: Mapping[str, Any]) -> int:
+    """The first kind (in read_span's order) any marker gives the span: one lookup a key."""
+    found = _UNMARKED
+    for key, values, any_kind in _MARKER_TABLE:
+        value = attrs.get(key)
+        if value is not None:
+            # markers name texts; another type matches only "any value"
+            kind = values.get(value, any_kind) if isinstance(value, str) else any_kind
+            if kind < found:
+                if kind == _TOOL:
+                    return _TOOL
+                found = kind
+    return found
+
+
+def _named_tool(name: str) -> bool:
     return (
-        _matches(span.attributes, _TOOL_MARKERS)
-        or name.startswith(genai.TOOL_NAME_PREFIXES)
+        name.startswith(genai.TOOL_NAME_PREFIXES)
         or name in genai.TOOL_SPAN_NAMES
         or name == LOGFIRE_FUNCTION_SPAN
     )
+
+
+def _named_turn(name: str, attributes: Mapping[str, Any]) -> bool:
+    """is_turn_span without its markers."""
+    return (
+        name.startswith(genai.TURN_NAME_PREFIXES)
+        or name in genai.TURN_SPAN_NAMES
+        or frameworks.is_langgraph_graph(attributes)
+    )
+
+
+def is_tool_span(span: SpanView) -> bool:
+    return _marked_kind(span.attributes) == _TOOL or _named_tool(span.name)
 
 
 def is_turn_span(name: str, attributes: Mapping[str, Any]) -> bool:
@@ -159,34 +222,37 @@ def is_turn_span(name: str, attributes: Mapping[str, Any]) -> bool:
 
 def read_span(span: SpanView, config: Config) -> Record:
     """Classify a span and read what loopwatch needs from it."""
-    if is_tool_span(span):
+    attrs = span.attributes
+    name = span.name
+    kind = _marked_kind(attrs)  # is_tool_span, is_turn_span and the LLM markers, at once
+    if kind == _TOOL or _named_tool(name):
         tool = _tool_name(span)
         if results.is_aggregate_tool(tool):
             return Link(span.span_id, span.parent_id, span.start_ns, span.end_ns)
         return _tool_call(span, config, tool)
-    if is_turn_span(span.name, span.attributes):
+    if kind == _TURN or _named_turn(name, attrs):
         return TurnMark(
             span.span_id,
             span.parent_id,
             span.start_ns,
             span.end_ns,
             agent=_turn_agent(span),
-            model=_text(_first(span.attributes, _MODEL)),
+            model=_first_text(attrs, _MODEL),
         )
-    if _matches(span.attributes, _LLM_MARKERS):
+    if kind == _LLM:
         return LlmMark(
             span.span_id,
             span.parent_id,
             span.start_ns,
             span.end_ns,
-            model=_text(_first(span.attributes, _MODEL)),
-            tool_versions=_tool_versions(span.attributes),
+            model=_first_text(attrs, _MODEL),
+            tool_versions=_tool_versions(attrs),
         )
     return Link(span.span_id, span.parent_id, span.start_ns, span.end_ns)
 
 
 def _turn_agent(span: SpanView) -> str | None:
-    agent = _text(_first(span.attributes, _TURN_AGENT))
+    agent = _first_text(span.attributes, _TURN_AGENT)
     if agent:
         return agent
     for prefix in genai.TURN_NAME_PREFIXES:
@@ -201,11 +267,11 @@ def _turn_agent(span: SpanView) -> str | None:
 
 def _tool_name(span: SpanView) -> str:
     attrs = span.attributes
-    name = _text(_first(attrs, _TOOL_NAME))
+    name = _first_text(attrs, _TOOL_NAME)
     if name:
         return name
     if span.name == LOGFIRE_FUNCTION_SPAN:
-        return _text(_first(attrs, LOGFIRE.tool_name)) or "unknown"
+        return _first_text(attrs, LOGFIRE.tool_name) or "unknown"
     for prefix in genai.TOOL_NAME_PREFIXES:
         if span.name.startswith(prefix):
             return span.name[len(prefix) :].strip() or "unknown"
@@ -279,7 +345,8 @@ def _error_evidence(
         # OpenAI Agents error function's text): the last place a class can be read from.
         messages.append(result_text[:500])
     # Exception classes named inside those texts count as types (read before any message).
-    types.extend(t for t in map(frameworks.error_type_in_text, messages) if t)
+    if messages:
+        types.extend(t for t in map(frameworks.error_type_in_text, messages) if t)
     return errored, types, messages
 
 
@@ -297,12 +364,14 @@ def _tool_call(span: SpanView, config: Config, tool: str) -> ToolCall:
         result_known, result = False, None
     result_error = envelope_error
     result_types: list[str] = []
-    described = results.error_in_result(result) if result_known else None
-    if described is not None:
-        result_types.append(described[0])
-        result_error = result_error or described[1] or described[0]
-    if result_known and result_error is None:
-        result_error = frameworks.framework_error_result(result) or error_text_in_result(result)
+    # only a mapping or a text can describe an error (a list of rows cannot)
+    if result_known and isinstance(result, dict | str):
+        described = results.error_in_result(result)
+        if described is not None:
+            result_types.append(described[0])
+            result_error = result_error or described[1] or described[0]
+        if result_error is None:
+            result_error = frameworks.framework_error_result(result) or error_text_in_result(result)
     result_text = result if result_known and isinstance(result, str) else None
     errored, types, messages = _error_evidence(span, result_error, result_text, result_types)
     if errored:
@@ -313,7 +382,7 @@ def _tool_call(span: SpanView, config: Config, tool: str) -> ToolCall:
         error_class = OK
         fingerprint = result_fingerprint(result, declaration) if result_known else "unknown"
         outcome = fingerprint if result_known else OK
-    description = _text(_first(attrs, _DESCRIPTION))
+    description = _first_text(attrs, _DESCRIPTION)
     keying = _keying_declaration(arguments, declaration)
     key = attempt_key(tool, arguments, outcome, keying, arguments_known=known)
     return ToolCall(
@@ -327,26 +396,24 @@ def _tool_call(span: SpanView, config: Config, tool: str) -> ToolCall:
         result=fingerprint,
         arguments_known=known,
         tool_version=_description_hash(description) if description else "",
-        agent=_text(_first(attrs, _TOOL_AGENT)),
+        agent=_first_text(attrs, _TOOL_AGENT),
         guard=_guard_decision(span),
-        failed_identity=_failed_identity(tool, arguments, keying, known, errored),
+        failed_identity=(
+            None
+            if errored or not known or (keying is not None and keying.identity is not None)
+            else _failed_identity(arguments, key)
+        ),
     )
 
 
-def _failed_identity(
-    tool: str,
-    arguments: Any,
-    keying: ToolDeclaration | None,
-    known: bool,
-    errored: bool,
-) -> str | None:
-    """For a successful call of an undeclared tool, the identity its arguments key to had it
-    failed (without free text): core.layers uses it when another instrumentation layer of the
-    same call saw the failure."""
-    if errored or not known or (keying is not None and keying.identity):
-        return None
-    failed = attempt_key(tool, arguments, "tool_error", keying)
-    return failed.identity if failed.inferred else None
+def _failed_identity(arguments: Any, key: AttemptKey) -> str:
+    """For a successful call of an undeclared tool (``key``), the identity its arguments key to
+    had it failed (core.keys: without free text): core.layers uses it when another
+    instrumentation layer of the same call saw the failure."""
+    kept = without_free_text(arguments)
+    # Equal only when nothing was left out (a removal shortens a container): then the canonical
+    # JSON, and so the hash, is the one the call was keyed on.
+    return key.identity if kept == arguments else identity_hash(kept, None)
 
 
 _DESCRIPTION_HASHES: dict[str, str] = {}
@@ -401,11 +468,12 @@ _VERSIONS_CACHE_TEXT = 64 * 1024
 
 def _tool_versions(attrs: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     """Tool name -> description hash, from the tool definitions an LLM span carries."""
-    raws = tuple(attrs.get(key) for key in GENAI.tool_definitions)
-    if "llm.tools.0.tool.json_schema" in attrs or not all(
-        r is None or (isinstance(r, str) and len(r) <= _VERSIONS_CACHE_TEXT) for r in raws
-    ):
+    raws = tuple(map(attrs.get, GENAI.tool_definitions))
+    if "llm.tools.0.tool.json_schema" in attrs:
         return _read_tool_versions(attrs)
+    for raw in raws:
+        if raw is not None and not (isinstance(raw, str) and len(raw) <= _VERSIONS_CACHE_TEXT):
+            return _read_tool_versions(attrs)
     found = _VERSIONS_CACHE.get(raws)
     if found is None:
         found = _read_tool_versions(attrs)

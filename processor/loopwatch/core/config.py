@@ -57,9 +57,11 @@ class Config:
 
     def declaration(self, tool: str) -> ToolDeclaration | None:
         """The merged declaration of one tool (file < x-loopwatch < decorator)."""
-        return merge(
-            merge(self.tools.get(tool), self.schema_tools.get(tool)), REGISTRY.by_tool.get(tool)
-        )
+        declared = self.tools.get(tool)
+        schema, decorated = self.schema_tools.get(tool), REGISTRY.by_tool.get(tool)
+        if schema is None and decorated is None:  # the common case: nothing to merge
+            return declared
+        return merge(merge(declared, schema), decorated)
 
     def loop_threshold_for(self, decl: ToolDeclaration | None) -> int:
         if decl is not None and decl.loop_threshold is not None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.encoder
 import re
+from collections.abc import Callable
 from typing import Any
 
 WHOLE_ARGUMENTS = "*"
@@ -29,10 +31,25 @@ MISSING: Any = _Missing()
 _CANONICAL = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
 )
+# The same encoder's C core, built once: JSONEncoder.encode builds it anew on every call (half
+# of a small value's cost). Built without the circular-reference check (its shared memo would
+# not be thread-safe): a cycle recurses until RecursionError, and then _CANONICAL runs, with the
+# check, and raises what it always raised.
+_make_encoder: Callable[..., Any] | None = getattr(json.encoder, "c_make_encoder", None)
+_C_ENCODE = (
+    _make_encoder(None, repr, json.encoder.encode_basestring, None, ":", ",", True, False, True)
+    if _make_encoder is not None
+    else None
+)
 
 
 def canonical_json(value: Any) -> str:
     """Keys sorted recursively, no insignificant whitespace, numbers as JSON writes them."""
+    if _C_ENCODE is not None:
+        try:
+            return "".join(_C_ENCODE(value, 0))
+        except RecursionError:
+            pass
     return _CANONICAL.encode(value)
 
 
@@ -42,6 +59,8 @@ def short_hash(text: str, length: int = 16) -> str:
 
 def get_path(value: Any, dotted: str) -> Any:
     """``a.b.0.c`` into nested mappings and lists; MISSING where the path does not lead."""
+    if type(value) is dict and "." not in dotted:  # a top-level field: the common case
+        return value.get(dotted, MISSING)
     current = value
     for part in dotted.split("."):
         if isinstance(current, dict):
@@ -90,9 +109,13 @@ def without_free_text(arguments: Any, depth: int = 0) -> Any:
     if depth >= _FREE_TEXT_DEPTH:
         return arguments
     if isinstance(arguments, dict):
-        return {
-            k: without_free_text(v, depth + 1) for k, v in arguments.items() if not is_free_text(v)
-        }
+        return {k: _kept(v, depth + 1) for k, v in arguments.items() if not is_free_text(v)}
     if isinstance(arguments, list):
-        return [without_free_text(v, depth + 1) for v in arguments if not is_free_text(v)]
+        return [_kept(v, depth + 1) for v in arguments if not is_free_text(v)]
     return None if is_free_text(arguments) else arguments
+
+
+def _kept(value: Any, depth: int) -> Any:
+    """A value that is not free text, with the free text inside it left out."""
+    # only containers change: a kept scalar is itself (no call per scalar)
+    return without_free_text(value, depth) if isinstance(value, dict | list) else value
