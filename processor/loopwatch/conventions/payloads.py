@@ -165,7 +165,7 @@ def decode_result(value: Any) -> tuple[bool, Any, str | None]:
                 result = data["content"]
             elif "output" in result and set(result) <= {"output", "kwargs"}:
                 result = result["output"]
-            elif set(result) == {"result"}:
+            elif len(result) == 1 and "result" in result:
                 result = result["result"]
             elif isinstance(result.get("content"), list) and (
                 "isError" in result or "structuredContent" in result

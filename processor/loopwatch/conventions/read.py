@@ -312,7 +312,7 @@ def _error_evidence(
     span: SpanView, result_error: str | None, result_text: str | None, result_types: list[str]
 ) -> tuple[bool, list[str], list[str]]:
     attrs = span.attributes
-    types: list[str] = list(result_types)
+    types = result_types  # the caller's list, extended: it is not read again
     messages: list[str] = []
     errored = span.status_code == STATUS_ERROR
     error_type = attrs.get("error.type")
@@ -355,12 +355,13 @@ def _tool_call(span: SpanView, config: Config, tool: str) -> ToolCall:
     declaration = config.declaration(tool)
     raw_arguments, raw_result = _raw_payloads(span)
     known, arguments = decode_arguments(raw_arguments)
-    if known and frameworks.adk_content_disabled(attrs):
+    adk_disabled = frameworks.adk_content_disabled(attrs)
+    if known and adk_disabled:
         known = False
     if known:
         warn_undeclared(tool, arguments, declaration)
     result_known, result, envelope_error = decode_result(raw_result)
-    if result_known and frameworks.adk_result_disabled(attrs):
+    if result_known and adk_disabled and frameworks.adk_result_disabled(attrs):
         result_known, result = False, None
     result_error = envelope_error
     result_types: list[str] = []
@@ -383,7 +384,7 @@ def _tool_call(span: SpanView, config: Config, tool: str) -> ToolCall:
         fingerprint = result_fingerprint(result, declaration) if result_known else "unknown"
         outcome = fingerprint if result_known else OK
     description = _first_text(attrs, _DESCRIPTION)
-    keying = _keying_declaration(arguments, declaration)
+    keying = _keying_declaration(arguments, declaration) if declaration is not None else None
     key = attempt_key(tool, arguments, outcome, keying, arguments_known=known)
     return ToolCall(
         span.span_id,
@@ -397,7 +398,8 @@ def _tool_call(span: SpanView, config: Config, tool: str) -> ToolCall:
         arguments_known=known,
         tool_version=_description_hash(description) if description else "",
         agent=_first_text(attrs, _TOOL_AGENT),
-        guard=_guard_decision(span),
+        # (only a span with events or the attribute can carry a decision)
+        guard=_guard_decision(span) if span.events or GUARD_ATTRIBUTE in attrs else None,
         failed_identity=(
             None
             if errored or not known or (keying is not None and keying.identity is not None)

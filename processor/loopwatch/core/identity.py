@@ -94,7 +94,8 @@ def identity_values(arguments: Any, fields: tuple[str, ...] | None) -> Any:
 
 
 def identity_hash(arguments: Any, fields: tuple[str, ...] | None) -> str:
-    return short_hash(canonical_json(identity_values(arguments, fields)))
+    value = arguments if fields is None else identity_values(arguments, fields)
+    return short_hash(canonical_json(value))
 
 
 def is_free_text(value: Any) -> bool:
@@ -108,14 +109,17 @@ def without_free_text(arguments: Any, depth: int = 0) -> Any:
     ``None`` for a bare free-text value): what an undeclared tool's failed call is keyed on."""
     if depth >= _FREE_TEXT_DEPTH:
         return arguments
+    # A kept scalar is itself: only containers are walked into (no call per scalar).
     if isinstance(arguments, dict):
-        return {k: _kept(v, depth + 1) for k, v in arguments.items() if not is_free_text(v)}
+        return {
+            k: without_free_text(v, depth + 1) if isinstance(v, dict | list) else v
+            for k, v in arguments.items()
+            if not is_free_text(v)
+        }
     if isinstance(arguments, list):
-        return [_kept(v, depth + 1) for v in arguments if not is_free_text(v)]
+        return [
+            without_free_text(v, depth + 1) if isinstance(v, dict | list) else v
+            for v in arguments
+            if not is_free_text(v)
+        ]
     return None if is_free_text(arguments) else arguments
-
-
-def _kept(value: Any, depth: int) -> Any:
-    """A value that is not free text, with the free text inside it left out."""
-    # only containers change: a kept scalar is itself (no call per scalar)
-    return without_free_text(value, depth) if isinstance(value, dict | list) else value
