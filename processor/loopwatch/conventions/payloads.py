@@ -29,6 +29,7 @@ _DECODER = json.decoder.JSONDecoder()
 # (typeshed types make_scanner's argument as a scanner, not the decoder it reads)
 _Scan = Callable[[str, int], tuple[Any, int]]
 _SCAN: _Scan = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]
+_JSON_WORDS: dict[str, Any] = {"true": True, "false": False, "null": None}
 
 
 def parse_text(text: str) -> Any:
@@ -41,7 +42,11 @@ def _parse_stripped(text: str, stripped: str) -> Any:
     if not stripped or len(stripped) > MAX_PARSE_CHARS:
         return text
     first = stripped[0]
-    if first in '{["-0123456789tfn':
+    if first in "tfn":
+        # JSON's three words are its only texts starting so: plain texts that do ("timed
+        # out", "no results") are not scanned (a failed scan raises, which costs)
+        return _JSON_WORDS.get(stripped, text)
+    if first in '{["-0123456789':
         try:
             value, end = _SCAN(stripped, 0)
         except (StopIteration, ValueError, RecursionError):
