@@ -23,6 +23,8 @@ MAX_PARSE_CHARS = 256 * 1024
 # few thousand tokens and ~100 times slower than JSON: past this such a text stays a text.
 MAX_LITERAL_CHARS = 4 * 1024
 _UNWRAP_DEPTH = 6
+# A result mapping that holds none of these keys is no envelope decode_result unwraps.
+_ENVELOPE_KEYS = frozenset({"raw_output", "data", "lc", "output", "result", "content"})
 # json.loads' own scanner (C where available), called directly: it is most of a tool span's
 # parsing, and loads adds three Python calls and a regex around it
 _DECODER = json.decoder.JSONDecoder()
@@ -150,6 +152,8 @@ def decode_result(value: Any) -> tuple[bool, Any, str | None]:
             result = parsed
             continue
         if isinstance(result, dict):
+            if _ENVELOPE_KEYS.isdisjoint(result):  # a plain mapping: none of the shapes below
+                break
             unwrapped, inner, wrapper_error = unwrap_output(result)
             if unwrapped:
                 error_text = error_text or wrapper_error
