@@ -236,8 +236,8 @@ def read_span(span: SpanView, config: Config) -> Record:
             span.parent_id,
             span.start_ns,
             span.end_ns,
-            agent=_turn_agent(span),
-            model=_first_text(attrs, _MODEL),
+            _turn_agent(span),  # agent
+            _first_text(attrs, _MODEL),  # model
         )
     if kind == _LLM:
         return LlmMark(
@@ -245,8 +245,8 @@ def read_span(span: SpanView, config: Config) -> Record:
             span.parent_id,
             span.start_ns,
             span.end_ns,
-            model=_first_text(attrs, _MODEL),
-            tool_versions=_tool_versions(attrs),
+            _first_text(attrs, _MODEL),  # model
+            _tool_versions(attrs),  # tool_versions
         )
     return Link(span.span_id, span.parent_id, span.start_ns, span.end_ns)
 
@@ -386,25 +386,30 @@ def _tool_call(span: SpanView, config: Config, tool: str) -> ToolCall:
     description = _first_text(attrs, _DESCRIPTION)
     keying = _keying_declaration(arguments, declaration) if declaration is not None else None
     key = attempt_key(tool, arguments, outcome, keying, arguments_known=known)
+    tool_version = _description_hash(description) if description else ""
+    agent = _first_text(attrs, _TOOL_AGENT)
+    # (only a span with events or the attribute can carry a decision)
+    guard = _guard_decision(span) if span.events or GUARD_ATTRIBUTE in attrs else None
+    failed_identity = (
+        None
+        if errored or not known or (keying is not None and keying.identity is not None)
+        else _failed_identity(arguments, key)
+    )
+    # In field order, without keywords: matching thirteen keywords costs more than the build.
     return ToolCall(
         span.span_id,
         span.parent_id,
         span.start_ns,
         span.end_ns,
-        tool=tool,
-        key=key,
-        error_class=error_class,
-        result=fingerprint,
-        arguments_known=known,
-        tool_version=_description_hash(description) if description else "",
-        agent=_first_text(attrs, _TOOL_AGENT),
-        # (only a span with events or the attribute can carry a decision)
-        guard=_guard_decision(span) if span.events or GUARD_ATTRIBUTE in attrs else None,
-        failed_identity=(
-            None
-            if errored or not known or (keying is not None and keying.identity is not None)
-            else _failed_identity(arguments, key)
-        ),
+        tool,
+        key,
+        error_class,
+        fingerprint,
+        known,
+        tool_version,
+        agent,
+        guard,
+        failed_identity,
     )
 
 
