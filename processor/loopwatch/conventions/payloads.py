@@ -23,6 +23,8 @@ MAX_PARSE_CHARS = 256 * 1024
 # few thousand tokens and ~100 times slower than JSON: past this such a text stays a text.
 MAX_LITERAL_CHARS = 4 * 1024
 _UNWRAP_DEPTH = 6
+# The keys of a {"args", "kwargs"} call envelope (Traceloop decorators, smolagents).
+_CALL_ENVELOPE_KEYS = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
 # A result mapping that holds none of these keys is no envelope decode_result unwraps.
 _ENVELOPE_KEYS = frozenset({"raw_output", "data", "lc", "output", "result", "content"})
 # json.loads' own scanner (C where available), called directly: it is most of a tool span's
@@ -112,7 +114,7 @@ def _unwrap_arguments(args: Any) -> Any:
             # OpenLLMetry's LangChain envelope: its metadata changes every step, inputs do not.
             inner = args["inputs"]
             args = inner if inner else parse_text(str(args["input_str"]))
-        elif "kwargs" in keys and keys <= {"args", "kwargs", "sanitize_inputs_outputs"}:
+        elif "kwargs" in keys and keys <= _CALL_ENVELOPE_KEYS:
             # Traceloop decorators and smolagents: {"args": [...], "kwargs": {...}}.
             positional = args.get("args") or []
             named = args.get("kwargs") or {}

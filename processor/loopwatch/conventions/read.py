@@ -451,8 +451,10 @@ def _keying_declaration(
         # a bare value stands for the one declared field (core.identity), never for several
         if len(fields) == 1:
             return declaration
-    elif any(get_path(arguments, f) is not MISSING for f in fields):
-        return declaration
+    else:
+        for field in fields:  # (a loop, not any() over a generator: this runs per call)
+            if get_path(arguments, field) is not MISSING:
+                return declaration
     return replace(declaration, identity=(WHOLE_ARGUMENTS,))  # built only when needed: slow
 
 
