@@ -156,18 +156,23 @@ _TOOL, _TURN, _LLM, _UNMARKED = 0, 1, 2, 3
 
 def _marker_table() -> tuple[tuple[str, dict[str, int], int], ...]:
     """Each attribute the markers test, once: ``(key, {value: kind}, kind for any value)``,
-    tool markers' keys first."""
-    table: dict[str, tuple[dict[str, int], list[int]]] = {}
+    tool markers' keys first. Where several markers match, the first kind wins."""
+    by_value: dict[str, dict[str, int]] = {}
+    any_value: dict[str, int] = {}
     for kind, markers in ((_TOOL, _TOOL_MARKERS), (_TURN, _TURN_MARKERS), (_LLM, _LLM_MARKERS)):
-        for key, value in markers:
-            values, any_kind = table.setdefault(key, ({}, [_UNMARKED]))
+        for key, value in markers:  # kinds in order: the first one set is the one that wins
+            values = by_value.setdefault(key, {})
             if value == ANY:
-                any_kind[0] = min(any_kind[0], kind)
+                any_value.setdefault(key, kind)
             else:
-                values[value] = min(values.get(value, _UNMARKED), kind)
+                values.setdefault(value, kind)
     return tuple(
-        (key, {v: min(k, any_kind[0]) for v, k in values.items()}, any_kind[0])
-        for key, (values, any_kind) in table.items()
+        (
+            key,
+            {v: min(k, any_value.get(key, _UNMARKED)) for v, k in values.items()},
+            any_value.get(key, _UNMARKED),
+        )
+        for key, values in by_value.items()
     )
 
 
