@@ -217,12 +217,7 @@ def is_tool_span(span: SpanView) -> bool:
 
 def is_turn_span(name: str, attributes: Mapping[str, Any]) -> bool:
     """An agent or workflow span (a turn when outermost and holding tool calls)."""
-    return (
-        _matches(attributes, _TURN_MARKERS)
-        or name.startswith(genai.TURN_NAME_PREFIXES)
-        or name in genai.TURN_SPAN_NAMES
-        or frameworks.is_langgraph_graph(attributes)
-    )
+    return _matches(attributes, _TURN_MARKERS) or _named_turn(name, attributes)
 
 
 def read_span(span: SpanView, config: Config) -> Record:
