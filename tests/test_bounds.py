@@ -42,8 +42,9 @@ class CountingSink:
 
 
 def add(assembler: TurnAssembler, span: SpanView) -> None:
-    """What an entry point does with a span: read it, hand the record to the assembler."""
+    """What an entry point does with a span: read it, hand the record over, publish."""
     assembler.add(span.trace_id, span.service, read_span(span, assembler.config))
+    assembler.publish()
 
 
 def test_million_short_turns_and_ten_thousand_never_ending() -> None:

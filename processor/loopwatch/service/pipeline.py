@@ -115,15 +115,27 @@ class Pipeline:
                 self.sink.dropped(DROP_ERROR)
 
     def _add(self, spans: Sequence[SpanView]) -> None:
-        add = self._assembler.add
+        # in stages, as the in-process worker does (loopwatch.processor): read every span of
+        # the request, then hand the records to the assembler, then publish the turns
         config = self.config
-        counts: dict[str, int] = {}
+        records: list[Record | None] = []
         for span in spans:
             try:
-                record = read_span(span, config)
+                records.append(read_span(span, config))
+            except Exception:
+                log.debug("loopwatch: span not read", exc_info=True)
+                records.append(None)
+                with contextlib.suppress(Exception):
+                    self.sink.dropped(DROP_ERROR)
+        add = self._assembler.add
+        counts: dict[str, int] = {}
+        for span, record in zip(spans, records, strict=True):
+            if record is None:
+                continue
+            try:
+                add(span.trace_id, span.service, record, root_finalizes=False)
                 kind = kind_of(record)
                 counts[kind] = counts.get(kind, 0) + 1
-                add(span.trace_id, span.service, record, root_finalizes=False)
                 # only an agent or tool span, or one with a remote parent, can start the grace
                 if span.parent_id is not None and (span.extra or type(record) in _MAY_WATCH):
                     self._watch_process_root(span, record)
@@ -131,6 +143,7 @@ class Pipeline:
                 log.debug("loopwatch: span not read", exc_info=True)
                 with contextlib.suppress(Exception):
                     self.sink.dropped(DROP_ERROR)
+        self._safe(self._assembler.publish)
         # counted once per request: a metric update per span costs as much as reading it
         self._safe(lambda: self._count(counts))
         self._safe(self._report_open)
