@@ -274,20 +274,20 @@ class LoopwatchSpanProcessor(SpanProcessor):
         return last[1]
 
     def _started(self, span: Span) -> None:
-        stored = _stored(span)
-        ctx, parent = stored._context, stored._parent
+        if not _DIRECT.get(type(span)):  # _stored's test, inlined: once per span
+            span = _stored(span)
+        ctx, parent = span._context, span._parent
         if ctx is None:
             return  # not a span of a trace
         trace_id = ctx[0]
         parent_id = parent[1] if parent is not None and not parent[2] else None
-        assembler = self._assembler
         # inside a turn already: whether it is a turn span itself does not matter (most starts);
         # a local root is inside none
-        if parent_id is None or not assembler.inside_turn(trace_id, parent_id):
-            name, attributes = stored._name or "", _readable(stored._attributes)
-            if not (may_be_genai(name, attributes, ended=False) and is_turn_span(name, attributes)):
-                return
-        assembler.span_started(trace_id, ctx[1], parent_id, True)
+        if parent_id is not None and self._assembler.started_inside(trace_id, ctx[1], parent_id):
+            return
+        name, attributes = span._name or "", _readable(span._attributes)
+        if may_be_genai(name, attributes, ended=False) and is_turn_span(name, attributes):
+            self._assembler.span_started(trace_id, ctx[1], parent_id, True)
 
     def _ended(self, span: ReadableSpan) -> tuple[int, str, Record]:
         """One finished span as ``(trace id, service, record)``."""

@@ -129,10 +129,20 @@ class TurnAssembler:
                 trace.service = service
         return trace
 
-    def inside_turn(self, trace_id: int, parent_id: int | None) -> bool:
-        """Whether a span started under ``parent_id`` is inside a turn (see span_started)."""
-        trace = self._traces.get(trace_id)
-        return trace is not None and parent_id in trace.in_turn
+    def started_inside(self, trace_id: int, span_id: int, parent_id: int) -> bool:
+        """span_started for a span whose parent may be inside a turn: whether it was (and the
+        span is now too). Most starts are inside one: this answers them in one call, without
+        reading their name or attributes."""
+        trace = self._traces.get(trace_id)  # a finalized trace is no longer here
+        if trace is None or parent_id not in trace.in_turn:
+            return False
+        if len(trace.in_turn) < self.config.max_spans_per_turn:
+            trace.in_turn.add(span_id)
+            trace.size += SET_ENTRY_BYTES  # _charge, inlined: once per span
+            self.buffered_bytes += SET_ENTRY_BYTES
+            if self.buffered_bytes > self.config.buffer_bytes:
+                self._within_budget()
+        return True
 
     def span_started(
         self, trace_id: int, span_id: int, parent_id: int | None, is_turn: bool
