@@ -182,7 +182,8 @@ class LoopwatchSpanProcessor(SpanProcessor):
         self._stopped = False
         self._lock = threading.Lock()  # held while the worker processes a batch
         self._worker: threading.Thread | None = None
-        self._resource: tuple[Resource | None, str] | None = None  # the last one and its service
+        # the last resource and its service: spans of one provider share one resource
+        self._resource: tuple[Resource | None, str] | None = None
         self._start_worker()
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._after_fork)
@@ -266,14 +267,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._drain()
         self._idle.set()
 
-    def _service_of(self, resource: Resource | None) -> str:
-        # spans of one provider share one resource: its service is looked up once
-        last = self._resource
-        if last is None or last[0] is not resource:
-            last = self._resource = (resource, _service(resource))
-        return last[1]
-
-    def _started(self, span: Span) -> None:
+    def _started(self, span: ReadableSpan) -> None:
         if not _DIRECT.get(type(span)):  # _stored's test, inlined: once per span
             span = _stored(span)
         ctx, parent = span._context, span._parent
@@ -291,9 +285,16 @@ class LoopwatchSpanProcessor(SpanProcessor):
 
     def _ended(self, span: ReadableSpan) -> tuple[int, str, Record]:
         """One finished span as ``(trace id, service, record)``."""
-        span = _stored(span)
-        attributes = _readable(span._attributes)
-        service = self._service_of(span._resource)
+        # _stored, _readable and _service_of's common cases inlined: three calls a span
+        if not _DIRECT.get(type(span)):
+            span = _stored(span)
+        attributes = getattr(span._attributes, "_dict", None)
+        if type(attributes) is not dict:
+            attributes = _readable(span._attributes)
+        last = self._resource
+        if last is None or last[0] is not span._resource:
+            last = self._resource = (span._resource, _service(span._resource))
+        service = last[1]
         if may_be_genai(span._name or "", attributes):
             view = _view(span, attributes, service)
             return view.trace_id, service, read_span(view, self.config)

@@ -53,8 +53,10 @@ def record_bytes(record: Record) -> int:
         size += len(record.tool) + len(record.agent or "") + len(record.tool_version)
     elif isinstance(record, LlmMark):
         size += len(record.model or "")
-        if record.tool_versions:
-            size += sum(SET_ENTRY_BYTES + len(name) for name, _ in record.tool_versions)
+        versions = record.tool_versions
+        if versions:
+            # a list, not a generator: a Python call per element less
+            size += SET_ENTRY_BYTES * len(versions) + sum([len(name) for name, _ in versions])
     elif isinstance(record, TurnMark):
         size += len(record.agent or "") + len(record.model or "")
     return size
@@ -114,19 +116,21 @@ class TurnAssembler:
             self._close(next(iter(self._traces)), EVICT_MEMORY)
 
     def _trace(self, trace_id: int, service: str) -> _Trace:
-        now = self.clock()
         trace = self._traces.get(trace_id)
         if trace is None:
-            if len(self._traces) >= self.config.max_open_turns:
-                oldest = next(iter(self._traces))
-                self._close(oldest, EVICT_CAPACITY)
-            trace = self._traces[trace_id] = _Trace(service, now)
-            self.buffered_bytes += trace.size
-        else:
-            trace.last_seen = now
-            self._traces.move_to_end(trace_id)
-            if trace.service == UNKNOWN_SERVICE:  # opened by a span start, before any span ended
-                trace.service = service
+            return self._open(trace_id, service)
+        trace.last_seen = self.clock()
+        self._traces.move_to_end(trace_id)
+        if trace.service == UNKNOWN_SERVICE:  # opened by a span start, before any span ended
+            trace.service = service
+        return trace
+
+    def _open(self, trace_id: int, service: str) -> _Trace:
+        if len(self._traces) >= self.config.max_open_turns:
+            oldest = next(iter(self._traces))
+            self._close(oldest, EVICT_CAPACITY)
+        trace = self._traces[trace_id] = _Trace(service, self.clock())
+        self.buffered_bytes += trace.size
         return trace
 
     def started_inside(self, trace_id: int, span_id: int, parent_id: int) -> bool:
@@ -173,15 +177,24 @@ class TurnAssembler:
             self.sink.late()
             return
         span_id, parent_id = record.span_id, record.parent_id
-        if root_finalizes and type(record) is Link:
-            # In process spans end children first, so a plain span that no kept span hangs
-            # under is not needed for any turn: a web app's other spans cost no memory.
-            known = self._traces.get(trace_id)
-            if known is None or span_id not in known.referenced:
-                if known is not None and parent_id is None:
-                    self._close(trace_id)
-                return
-        trace = self._trace(trace_id, service)
+        trace = self._traces.get(trace_id)
+        # In process spans end children first, so a plain span that no kept span hangs under
+        # is not needed for any turn: a web app's other spans cost no memory.
+        if (
+            root_finalizes
+            and type(record) is Link
+            and (trace is None or span_id not in trace.referenced)
+        ):
+            if trace is not None and parent_id is None:
+                self._close(trace_id)
+            return
+        if trace is None:
+            trace = self._open(trace_id, service)
+        else:  # _trace, inlined (its lookup done above): once per span
+            trace.last_seen = self.clock()
+            self._traces.move_to_end(trace_id)
+            if trace.service == UNKNOWN_SERVICE:
+                trace.service = service
         if len(trace.records) >= self.config.max_spans_per_turn:
             self.sink.dropped(DROP_TURN_FULL)
             return

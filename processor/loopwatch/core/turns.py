@@ -138,14 +138,15 @@ def _one_turn_span(
     # Every span must hang under the head: spans in a parent cycle would not. Each span has
     # one parent, so the walk down meets each span once; the count also bounds it. Only
     # spans with spans under them are walked further (most are leaves).
+    size = len(records)
     reached, stack = 1, [head.span_id]
-    while stack and reached <= len(records):
+    while stack and reached <= size:
         for child in children.get(stack.pop(), ()):
             if child in records:
                 reached += 1
                 if child in children:
                     stack.append(child)
-    if reached != len(records):
+    if reached != size:
         return None
     # The walk's top: the root, or the missing parent that anchors a turn without tool calls.
     top = head.span_id if head.parent_id is None else head.parent_id
