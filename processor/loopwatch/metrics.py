@@ -251,18 +251,6 @@ class LoopwatchMetrics:
         """Add to a counter (caller holds the lock)."""
         self._series(counter, labels).values[0] += amount
 
-    def _observe(
-        self, histogram: Family, labels: tuple[str, ...], amount: float, trace_id: str, now: float
-    ) -> None:
-        """Observe ``amount``, with the trace as exemplar (caller holds the lock)."""
-        histogram.observe(self._series(histogram, labels), amount, trace_id, now)
-
-    def _set_once(self, gauge: Family, labels: tuple[str, ...], value: float) -> None:
-        """Set a first-seen gauge the first time its series is used (caller holds the lock)."""
-        series = self._series(gauge, labels)
-        if not series.values[0]:  # 0 until set: a clock time is never 0
-            series.values[0] = value
-
     def _label_overflowed(self, label: str) -> None:
         self._add(self.label_overflow, (label,), 1)
 
@@ -301,40 +289,68 @@ class LoopwatchMetrics:
     def turn(self, s: TurnSummary) -> None:
         trace_id = trace_hex(s.trace_id)  # the exemplars' one label
         now = time.time()
-        add, observe = self._add, self._observe
+        # A turn updates a dozen series, most of them existing already: each is looked up
+        # here and created through _series only when new (a Python call less per update).
+        new = self._series
         with self._lock:  # once per turn: a scrape sees every series of a turn whole
             b = self._bound
             turn = (b("service", s.service), b("agent", s.agent), b("model", s.model))
             service, agent, _ = turn
-            add(self.turns, turn, 1)
-            self._set_once(self.model_first_seen, turn, now)
+            f = self.turns
+            (f.series.get(turn) or new(f, turn)).values[0] += 1
+            f = self.model_first_seen
+            series = f.series.get(turn) or new(f, turn)
+            if not series.values[0]:  # first-seen: 0 until set, a clock time is never 0
+                series.values[0] = now
             if s.max_attempts:
-                observe(self.turn_max_attempts, turn, s.max_attempts, trace_id, now)
+                f = self.turn_max_attempts
+                f.observe(f.series.get(turn) or new(f, turn), s.max_attempts, trace_id, now)
             for t in s.tools:
                 tool = b("tool", t.tool)
                 version = b("tool_version", t.tool_version)
-                self._set_once(self.tool_version_first_seen, (service, tool, version), now)
+                f = self.tool_version_first_seen
+                labels: tuple[str, ...] = (service, tool, version)
+                series = f.series.get(labels) or new(f, labels)
+                if not series.values[0]:
+                    series.values[0] = now
                 for decision, n in t.guard_decisions:
-                    add(self.guard_decisions, (service, agent, tool, decision), n)
+                    f = self.guard_decisions
+                    labels = (service, agent, tool, decision)
+                    (f.series.get(labels) or new(f, labels)).values[0] += n
                 if not t.max_attempts:
                     continue  # every call of this tool was answered by a guard
-                observe(
-                    self.tool_max_attempts, (*turn, tool, version), t.max_attempts, trace_id, now
-                )
+                f = self.tool_max_attempts
+                labels = (*turn, tool, version)
+                f.observe(f.series.get(labels) or new(f, labels), t.max_attempts, trace_id, now)
+                turn_tool = (*turn, tool)
                 if t.no_rows_streak is not None:
-                    observe(self.no_rows_streak, (*turn, tool), t.no_rows_streak, trace_id, now)
+                    f = self.no_rows_streak
+                    series = f.series.get(turn_tool) or new(f, turn_tool)
+                    f.observe(series, t.no_rows_streak, trace_id, now)
                 for error_class, n in t.calls:
-                    add(self.tool_calls, (*turn, tool, error_class), n)
+                    f = self.tool_calls
+                    labels = (*turn_tool, error_class)
+                    (f.series.get(labels) or new(f, labels)).values[0] += n
                 for error_class, n in t.repeats:
-                    add(self.repeat_calls, (*turn, tool, error_class), n)
+                    f = self.repeat_calls
+                    labels = (*turn_tool, error_class)
+                    (f.series.get(labels) or new(f, labels)).values[0] += n
                 for error_class, kind in t.loops:
-                    add(self.loops, (*turn, tool, error_class, kind), 1)
+                    f = self.loops
+                    labels = (*turn_tool, error_class, kind)
+                    (f.series.get(labels) or new(f, labels)).values[0] += 1
                 if t.over_cap_seconds:
-                    add(self.over_cap_seconds, (*turn, tool), t.over_cap_seconds)
+                    f = self.over_cap_seconds
+                    (f.series.get(turn_tool) or new(f, turn_tool)).values[0] += t.over_cap_seconds
                 if t.calls_without_arguments:
-                    add(self.calls_without_arguments, (service, tool), t.calls_without_arguments)
+                    f = self.calls_without_arguments
+                    labels = (service, tool)
+                    (f.series.get(labels) or new(f, labels)).values[0] += t.calls_without_arguments
                 if t.calls_keyed_by_inference:
-                    add(self.calls_keyed_by_inference, (service, tool), t.calls_keyed_by_inference)
+                    f = self.calls_keyed_by_inference
+                    labels = (service, tool)
+                    series = f.series.get(labels) or new(f, labels)
+                    series.values[0] += t.calls_keyed_by_inference
 
     def span(self, kind: str, count: int = 1) -> None:
         with self._lock:
