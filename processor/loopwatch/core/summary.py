@@ -110,7 +110,8 @@ def summarize(
         else:
             decisions = guarded.setdefault(c.tool, {})
             decisions[c.guard] = decisions.get(c.guard, 0) + 1
-    executed.sort(key=_STARTED)
+    if len(executed) > 1:
+        executed.sort(key=_STARTED)
     # keyed on the key's compared fields as a plain tuple: AttemptKey's own hash and equality
     # are Python calls, twice per call here
     by_key: dict[tuple[str, str, str], list[ToolCall]] = {}
@@ -121,9 +122,14 @@ def summarize(
         fields = (k.tool, k.identity, k.outcome)
         key_calls = by_key.get(fields)
         if key_calls is None:
-            key_calls = by_key[fields] = []
-            keys_of.setdefault(c.tool, []).append(key_calls)
-        key_calls.append(c)
+            key_calls = by_key[fields] = [c]
+            tool_keys = keys_of.get(c.tool)
+            if tool_keys is None:
+                keys_of[c.tool] = [key_calls]
+            else:
+                tool_keys.append(key_calls)
+        else:
+            key_calls.append(c)
         tool_calls = by_tool.get(c.tool)
         if tool_calls is None:
             by_tool[c.tool] = [c]
@@ -147,11 +153,13 @@ def summarize(
         looping: list[tuple[AttemptKey, int]] = []
         for key_calls in keys_of[tool]:
             n = len(key_calls)
-            max_attempts = max(max_attempts, n)
-            error_class = key_calls[0].error_class
-            if n > 1:
+            if n > max_attempts:
+                max_attempts = n
+            if n > 1:  # most keys have one call: nothing more to count
+                error_class = key_calls[0].error_class
                 repeats[error_class] = repeats.get(error_class, 0) + n - 1
             if n >= threshold:
+                error_class = key_calls[0].error_class
                 loops.add((error_class, REPEAT))
                 looping.append((key_calls[0].key, n))
                 # attempts past the loop threshold are what a breaker at cap threshold-1 stops
@@ -162,12 +170,14 @@ def summarize(
         version = ""
         classes: dict[str, int] = {}
         for c in tool_calls:
-            if c.result == EMPTY:  # a failed call breaks a run like a call with rows
+            result = c.result
+            if result == EMPTY:  # a failed call breaks a run like a call with rows
                 run += 1
-                longest = max(longest, run)
+                if run > longest:
+                    longest = run
             else:
                 run = 0
-            readable = readable or c.result != UNKNOWN
+            readable = readable or result != UNKNOWN
             version = version or c.tool_version
             classes[c.error_class] = classes.get(c.error_class, 0) + 1
             if not c.arguments_known:
@@ -183,19 +193,19 @@ def summarize(
                 definition_versions = _definition_versions(llms)
             version = definition_versions.get(tool, "")
         tools.append(
-            ToolSummary(
-                tool=tool,
-                tool_version=version,
-                max_attempts=max_attempts,
-                no_rows_streak=streak,
-                calls=_pairs(classes),
-                repeats=_pairs(repeats) if repeats else (),
-                loops=tuple(sorted(loops)) if loops else (),
-                over_cap_seconds=over_cap_ns / 1e9,
-                calls_without_arguments=bare,
-                guard_decisions=_pairs(guarded.pop(tool)) if tool in guarded else (),
-                calls_keyed_by_inference=inferred,
-                looping_keys=tuple(looping) if looping else (),
+            ToolSummary(  # positional: ToolSummary's fields in order (cheaper than keywords)
+                tool,
+                version,
+                max_attempts,
+                streak,
+                _pairs(classes),
+                _pairs(repeats) if repeats else (),
+                tuple(sorted(loops)) if loops else (),
+                over_cap_ns / 1e9,
+                bare,
+                _pairs(guarded.pop(tool)) if tool in guarded else (),
+                inferred,
+                tuple(looping) if looping else (),
             )
         )
     for tool, decisions in guarded.items():  # tools whose every call was stopped by a guard
@@ -211,14 +221,14 @@ def summarize(
     elif executed:
         start_ns = min(start_ns or executed[0].start_ns, executed[0].start_ns)
         end_ns = max(end_ns, max(c.end_ns for c in executed))
-    return TurnSummary(
-        trace_id=trace_id,
-        service=service,
-        agent=agent or UNKNOWN,
-        model=_model(worst, llms, turn),
-        start_ns=start_ns,
-        end_ns=end_ns,
-        max_attempts=len(worst),
-        worst_key=worst[0].key if worst else None,
-        tools=tuple(sorted(tools, key=_TOOL)),
+    return TurnSummary(  # positional, as ToolSummary above
+        trace_id,
+        service,
+        agent or UNKNOWN,
+        _model(worst, llms, turn),
+        start_ns,
+        end_ns,
+        len(worst),
+        worst[0].key if worst else None,
+        tuple(sorted(tools, key=_TOOL)) if len(tools) > 1 else tuple(tools),
     )
