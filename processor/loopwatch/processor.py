@@ -62,14 +62,6 @@ def _readable(attributes: Any) -> Mapping[str, Any]:
     return dict(attributes) if attributes else {}
 
 
-def _events(span: ReadableSpan) -> Any:
-    """A finished span's events. ``ReadableSpan.events`` copies them into a tuple through the
-    SDK's BoundedList iterator (a Python call per event, and per span when there are none):
-    its deque is read directly where it is there."""
-    inner = getattr(getattr(span, "_events", None), "_dq", None)
-    return inner if type(inner) is deque else span.events
-
-
 # The properties of ReadableSpan only return the fields it stores; each is a Python call, and
 # together they cost more than the rest of span_view. A span whose class leaves them as they are
 # (the SDK's own) is read from its fields. SpanContext is a tuple (trace_id, span_id,
@@ -116,7 +108,11 @@ def _view(span: ReadableSpan, attributes: Mapping[str, Any], service: str) -> Sp
     ctx = span._context
     parent = span._parent
     start = span._start_time or 0
-    events = _events(span)
+    # ``ReadableSpan.events`` copies them into a tuple through the SDK's BoundedList iterator
+    # (a Python call per event, and per span when there are none): its deque is read directly
+    events = getattr(getattr(span, "_events", None), "_dq", None)
+    if type(events) is not deque:
+        events = span.events
     status = span._status
     if type(status) is Status:  # as with spans: its properties only return these fields
         code, description = status._status_code, status._description
@@ -279,7 +275,10 @@ class LoopwatchSpanProcessor(SpanProcessor):
         # a local root is inside none
         if parent_id is not None and self._assembler.started_inside(trace_id, ctx[1], parent_id):
             return
-        name, attributes = span._name or "", _readable(span._attributes)
+        attributes = getattr(span._attributes, "_dict", None)  # _readable, as in _ended
+        if type(attributes) is not dict:
+            attributes = _readable(span._attributes)
+        name = span._name or ""
         if may_be_genai(name, attributes, ended=False) and is_turn_span(name, attributes):
             self._assembler.span_started(trace_id, ctx[1], parent_id, True)
 
