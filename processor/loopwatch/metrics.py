@@ -293,7 +293,7 @@ class LoopwatchMetrics:
         # here and created through _series only when new (a Python call less per update).
         new = self._series
         with self._lock:  # once per turn: a scrape sees every series of a turn whole
-            b = self._bound
+            b = self._bound.__call__  # a bound method calls faster than the instance
             turn = (b("service", s.service), b("agent", s.agent), b("model", s.model))
             service, agent, _ = turn
             f = self.turns
