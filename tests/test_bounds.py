@@ -142,6 +142,29 @@ def test_plain_traffic_is_not_buffered_in_process() -> None:
     p.close()
 
 
+def test_a_plain_span_that_ends_after_its_turn_is_counted_late() -> None:
+    from opentelemetry import trace
+
+    from tests.helpers import Pipeline, S
+
+    p = Pipeline()
+    agent = p.tracer.start_span(
+        "invoke_agent support", start_time=S, attributes={"gen_ai.agent.name": "a"}
+    )
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}
+    with trace.use_span(agent, end_on_exit=False):
+        p.tracer.start_span("execute_tool t", start_time=2 * S, attributes=tool).end(end_time=3 * S)
+        straggler = p.tracer.start_span("SELECT orders", start_time=4 * S)  # still running
+    agent.end(end_time=5 * S)
+    p.flush()  # the agent span is the root: its turn is final
+    straggler.end(end_time=6 * S)
+    assert p.value("loopwatch_turns_total") == 1
+    assert p.value("loopwatch_late_spans_total") == 1
+    assert p.value("loopwatch_spans_total", kind="other") == 1
+    assert p.value("loopwatch_open_turns") == 0
+    p.close()
+
+
 def test_the_tool_description_cache_keeps_no_huge_description() -> None:
     """Tool versions hash descriptions; a cache of 64 entries must not hold 64 x 1 MB."""
     from loopwatch.conventions import read

@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry
 from loopwatch.conventions.read import is_turn_span, may_be_genai, read_span
 from loopwatch.core.assembler import DROP_ERROR, DROP_QUEUE_FULL, TurnAssembler
 from loopwatch.core.config import Config, load_config
-from loopwatch.core.records import Link, Record, kind_of
+from loopwatch.core.records import KIND_OTHER, Link, Record, kind_of
 from loopwatch.core.sink import Sink
 from loopwatch.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
 from loopwatch.metrics import metrics_for
@@ -178,7 +178,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
         self._stopped = False
         self._lock = threading.Lock()  # held while the worker processes a batch
         self._worker: threading.Thread | None = None
-        # the last resource and its service: spans of one provider share one resource
+        # the last resource and its service (_service_of): spans of one provider share it
         self._resource: tuple[Resource | None, str] | None = None
         self._start_worker()
         if hasattr(os, "register_at_fork"):
@@ -282,34 +282,40 @@ class LoopwatchSpanProcessor(SpanProcessor):
         if may_be_genai(name, attributes, ended=False) and is_turn_span(name, attributes):
             self._assembler.span_started(trace_id, ctx[1], parent_id, True)
 
-    def _ended(self, span: ReadableSpan) -> tuple[int, str, Record]:
-        """One finished span as ``(trace id, service, record)``."""
+    def _service_of(self, resource: Resource | None) -> str:
+        last = self._resource
+        if last is None or last[0] is not resource:
+            last = self._resource = (resource, _service(resource))
+        return last[1]
+
+    def _ended(self, span: ReadableSpan) -> tuple[int, str, Record] | ReadableSpan:
+        """One finished span as ``(trace id, service, record)``; a plain span (no GenAI marker)
+        as itself, for _plain to place in its trace."""
         # _stored, _readable and _service_of's common cases inlined: three calls a span
         if not _DIRECT.get(type(span)):
             span = _stored(span)
         attributes = getattr(span._attributes, "_dict", None)
         if type(attributes) is not dict:
             attributes = _readable(span._attributes)
+        if not may_be_genai(span._name or "", attributes):
+            return span
         last = self._resource
         if last is None or last[0] is not span._resource:
             last = self._resource = (span._resource, _service(span._resource))
-        service = last[1]
-        if may_be_genai(span._name or "", attributes):
-            view = _view(span, attributes, service)
-            return view.trace_id, service, read_span(view, self.config)
-        # a plain span: only its place in the trace matters, no view is built
+        view = _view(span, attributes, last[1])
+        return view.trace_id, last[1], read_span(view, self.config)
+
+    def _plain(self, span: ReadableSpan) -> None:
+        """A plain span from _ended: only its place in the trace matters, and only when a kept
+        span hangs under it or it ends a trace. Most plain spans (a web app's) are neither, and
+        get no record at all."""
         ctx, parent = span._context, span._parent
-        start = span._start_time or 0
-        return (
-            ctx[0] if ctx is not None else 0,
-            service,
-            Link(
-                ctx[1] if ctx is not None else 0,
-                parent[1] if parent is not None and not parent[2] else None,
-                start,
-                span._end_time or start,
-            ),
-        )
+        trace_id, span_id = (ctx[0], ctx[1]) if ctx is not None else (0, 0)
+        parent_id = parent[1] if parent is not None and not parent[2] else None
+        if self._assembler.needs_link(trace_id, span_id, parent_id):
+            start = span._start_time or 0
+            link = Link(span_id, parent_id, start, span._end_time or start)
+            self._assembler.add(trace_id, self._service_of(span._resource), link)
 
     def _drain(self) -> None:
         queue = self._queue
@@ -342,10 +348,13 @@ class LoopwatchSpanProcessor(SpanProcessor):
                 log.debug("loopwatch: span not read", exc_info=True)
                 self._safe(self.sink.dropped, DROP_ERROR)
         # 2. starts and records to the assembler, in the order they happened
-        started, add = self._started, self._assembler.add
+        started, add, plain = self._started, self._assembler.add, self._plain
         for item in items:
             try:
-                if len(item) == 1:
+                if type(item) is not tuple:
+                    plain(item)
+                    counts[KIND_OTHER] = counts.get(KIND_OTHER, 0) + 1
+                elif len(item) == 1:
                     started(item[0])
                 else:
                     add(*item)

@@ -167,6 +167,15 @@ class TurnAssembler:
             if self.buffered_bytes > self.config.buffer_bytes:
                 self._within_budget()
 
+    def needs_link(self, trace_id: int, span_id: int, parent_id: int | None) -> bool:
+        """Whether ``add`` (in process) would do anything with a plain span's Link: a late span
+        of a finalized trace, a span a kept span hangs under, or a local root that ends an open
+        trace. The caller then builds no Link for the others."""
+        if trace_id in self._finalized:
+            return True
+        trace = self._traces.get(trace_id)
+        return trace is not None and (parent_id is None or span_id in trace.referenced)
+
     def add(
         self, trace_id: int, service: str, record: Record, *, root_finalizes: bool = True
     ) -> None:
