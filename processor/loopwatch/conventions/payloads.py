@@ -106,6 +106,8 @@ def decode_arguments(value: Any) -> tuple[bool, Any]:
 
 
 def _unwrap_arguments(args: Any) -> Any:
+    if not isinstance(args, dict) or ("kwargs" not in args and "input_str" not in args):
+        return args  # no envelope below: most arguments (the loop is dearer than this test)
     for _ in range(_UNWRAP_DEPTH):
         if not isinstance(args, dict):
             return args

@@ -320,11 +320,12 @@ def _error_evidence(
         errored = True
         if error_type != "_OTHER":
             types.append(error_type)
-    for event in reversed(span.events):
-        if event.name == "exception":
-            errored = True
-            types.append(str(event.attributes.get("exception.type") or ""))
-            messages.append(str(event.attributes.get("exception.message") or ""))
+    if span.events:
+        for event in reversed(span.events):
+            if event.name == "exception":
+                errored = True
+                types.append(str(event.attributes.get("exception.type") or ""))
+                messages.append(str(event.attributes.get("exception.message") or ""))
     if span.status_description:
         description = span.status_description
         messages.append(frameworks.openai_agents_error_text(description) or description)
@@ -365,15 +366,22 @@ def _tool_call(span: SpanView, config: Config, tool: str) -> ToolCall:
         result_known, result = False, None
     result_error = envelope_error
     result_types: list[str] = []
+    result_text = None
     # only a mapping or a text can describe an error (a list of rows cannot)
-    if result_known and isinstance(result, dict | str):
-        described = results.error_in_result(result)
-        if described is not None:
-            result_types.append(described[0])
-            result_error = result_error or described[1] or described[0]
-        if result_error is None:
-            result_error = frameworks.framework_error_result(result) or error_text_in_result(result)
-    result_text = result if result_known and isinstance(result, str) else None
+    if result_known:
+        if isinstance(result, str):
+            result_text = result
+            if result_error is None:
+                result_error = frameworks.framework_error_result(result) or error_text_in_result(
+                    result
+                )
+        elif isinstance(result, dict):
+            described = results.error_in_result(result)
+            if described is not None:
+                result_types.append(described[0])
+                result_error = result_error or described[1] or described[0]
+            if result_error is None:
+                result_error = error_text_in_result(result)
     errored, types, messages = _error_evidence(span, result_error, result_text, result_types)
     if errored:
         error_class = classify_error(types, messages)

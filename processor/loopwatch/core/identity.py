@@ -11,12 +11,16 @@ from collections.abc import Callable
 from typing import Any
 
 WHOLE_ARGUMENTS = "*"
+_WHOLE = (WHOLE_ARGUMENTS,)
 # Free text: a string with whitespace, or longer than this (long enough for a UUID, a SHA-256
 # hex digest or an e-mail address, short of a sentence written without spaces).
 FREE_TEXT_CHARS = 64
 # Nesting read for free text; deeper values are kept whole (bounded work on hostile input).
 _FREE_TEXT_DEPTH = 8
 _WHITESPACE = re.compile(r"\s")
+_has_whitespace = _WHITESPACE.search
+# isinstance's type tuples, built once (``dict | list`` builds a new union on every call)
+_CONTAINERS = (dict, list)
 
 
 class _Missing:
@@ -80,9 +84,9 @@ def identity_values(arguments: Any, fields: tuple[str, ...] | None) -> Any:
     ``fields`` None (or ``("*",)``) means the whole arguments. A bare scalar argument (a
     single-argument tool recorded without its parameter name) stands for the one declared field.
     """
-    if not fields or fields == (WHOLE_ARGUMENTS,):
+    if not fields or fields == _WHOLE:
         return arguments
-    if not isinstance(arguments, dict | list):
+    if not isinstance(arguments, _CONTAINERS):
         if len(fields) == 1:
             return {fields[0]: arguments}
         return {f: None for f in fields}
@@ -100,7 +104,7 @@ def identity_hash(arguments: Any, fields: tuple[str, ...] | None) -> str:
 
 def is_free_text(value: Any) -> bool:
     return isinstance(value, str) and (
-        len(value) > FREE_TEXT_CHARS or _WHITESPACE.search(value) is not None
+        len(value) > FREE_TEXT_CHARS or _has_whitespace(value) is not None
     )
 
 
@@ -109,17 +113,26 @@ def without_free_text(arguments: Any, depth: int = 0) -> Any:
     ``None`` for a bare free-text value): what an undeclared tool's failed call is keyed on."""
     if depth >= _FREE_TEXT_DEPTH:
         return arguments
-    # A kept scalar is itself: only containers are walked into (no call per scalar).
+    # is_free_text written out in the loops (a call per value costs more than the test), and
+    # only containers are walked into
     if isinstance(arguments, dict):
-        return {
-            k: without_free_text(v, depth + 1) if isinstance(v, dict | list) else v
-            for k, v in arguments.items()
-            if not is_free_text(v)
-        }
+        kept: dict[Any, Any] = {}
+        for k, v in arguments.items():
+            if isinstance(v, str):
+                if len(v) > FREE_TEXT_CHARS or _has_whitespace(v) is not None:
+                    continue
+            elif isinstance(v, _CONTAINERS):
+                v = without_free_text(v, depth + 1)
+            kept[k] = v
+        return kept
     if isinstance(arguments, list):
-        return [
-            without_free_text(v, depth + 1) if isinstance(v, dict | list) else v
-            for v in arguments
-            if not is_free_text(v)
-        ]
+        items: list[Any] = []
+        for v in arguments:
+            if isinstance(v, str):
+                if len(v) > FREE_TEXT_CHARS or _has_whitespace(v) is not None:
+                    continue
+            elif isinstance(v, _CONTAINERS):
+                v = without_free_text(v, depth + 1)
+            items.append(v)
+        return items
     return None if is_free_text(arguments) else arguments

@@ -22,7 +22,7 @@ class AttemptKey:
     than a frozen dataclass: one is built per tool call, and a frozen one builds 3-4x slower.
     """
 
-    __slots__ = ("tool", "identity", "outcome", "inferred")
+    __slots__ = ("identity", "inferred", "outcome", "tool")
     __match_args__ = ("tool", "identity", "outcome", "inferred")
 
     def __init__(self, tool: str, identity: str, outcome: str, inferred: bool = False) -> None:
