@@ -446,6 +446,9 @@ def _description_hash(description: str) -> str:
     return found
 
 
+_CONTAINERS = (dict, list)  # (built once: ``dict | list`` builds a new union on every call)
+
+
 def _keying_declaration(
     arguments: Any, declaration: ToolDeclaration | None
 ) -> ToolDeclaration | None:
@@ -455,7 +458,7 @@ def _keying_declaration(
     fields = declaration.identity if declaration is not None else None
     if declaration is None or not fields or declaration.whole_arguments:
         return declaration
-    if not isinstance(arguments, dict | list):
+    if not isinstance(arguments, _CONTAINERS):
         # a bare value stands for the one declared field (core.identity), never for several
         if len(fields) == 1:
             return declaration

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from loopwatch.core.identity import WHOLE_ARGUMENTS
 
+_WHOLE = (WHOLE_ARGUMENTS,)  # built once: read for every call of a declared tool
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -34,7 +35,7 @@ class ToolDeclaration:
 
     @property
     def whole_arguments(self) -> bool:
-        return self.identity == (WHOLE_ARGUMENTS,)
+        return self.identity == _WHOLE
 
 
 def merge(base: ToolDeclaration | None, over: ToolDeclaration | None) -> ToolDeclaration | None:

@@ -160,6 +160,9 @@ def error_text_in_result(result: Any) -> str | None:
 # A side-effect tool called for six orders returns it six times; that is work, not an empty
 # search, so it counts as empty only for a tool declared ``result = "rows"``.
 _NO_VALUE_TEXTS = ("null", "None")
+# isinstance's type tuples, built once (``list | tuple`` builds a new union on every call)
+_SEQUENCES = (list, tuple)
+_CONTAINERS = (list, dict)
 
 
 def is_empty(value: Any, *, no_value_is_empty: bool = True) -> bool:
@@ -172,12 +175,12 @@ def is_empty(value: Any, *, no_value_is_empty: bool = True) -> bool:
         if text in _NO_VALUE_TEXTS:
             return no_value_is_empty
         return text in ("", "[]", "{}")
-    if isinstance(value, list | tuple):
+    if isinstance(value, _SEQUENCES):
         return len(value) == 0
     if isinstance(value, dict):
         if not value:
             return True
-        collections = [v for v in value.values() if isinstance(v, list | dict)]
+        collections = [v for v in value.values() if isinstance(v, _CONTAINERS)]
         return bool(collections) and all(len(v) == 0 for v in collections)
     return False
 
