@@ -13,9 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
-from loopwatch.core.identity import WHOLE_ARGUMENTS
+from loopwatch.core.identity import WHOLE_ARGUMENTS, WHOLE_ARGUMENTS_FIELDS
 
-_WHOLE = (WHOLE_ARGUMENTS,)  # built once: read for every call of a declared tool
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -35,7 +34,7 @@ class ToolDeclaration:
 
     @property
     def whole_arguments(self) -> bool:
-        return self.identity == _WHOLE
+        return self.identity == WHOLE_ARGUMENTS_FIELDS
 
 
 def merge(base: ToolDeclaration | None, over: ToolDeclaration | None) -> ToolDeclaration | None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 WHOLE_ARGUMENTS = "*"
-_WHOLE = (WHOLE_ARGUMENTS,)
+WHOLE_ARGUMENTS_FIELDS = (WHOLE_ARGUMENTS,)  # an identity of the whole arguments (built once)
 # Free text: a string with whitespace, or longer than this (long enough for a UUID, a SHA-256
 # hex digest or an e-mail address, short of a sentence written without spaces).
 FREE_TEXT_CHARS = 64
@@ -100,7 +100,7 @@ def identity_values(arguments: Any, fields: tuple[str, ...] | None) -> Any:
     ``fields`` None (or ``("*",)``) means the whole arguments. A bare scalar argument (a
     single-argument tool recorded without its parameter name) stands for the one declared field.
     """
-    if not fields or fields == _WHOLE:
+    if not fields or fields == WHOLE_ARGUMENTS_FIELDS:
         return arguments
     if not isinstance(arguments, _CONTAINERS):
         if len(fields) == 1:
@@ -129,8 +129,8 @@ def without_free_text(arguments: Any, depth: int = 0) -> Any:
     ``None`` for a bare free-text value): what an undeclared tool's failed call is keyed on."""
     if depth >= _FREE_TEXT_DEPTH:
         return arguments
-    # is_free_text written out in the loops (a call per value costs more than the test), and
-    # only containers are walked into
+    # Only containers are walked into; a mapping's values (most arguments) are tested inline:
+    # an is_free_text call per value costs more than the test.
     if isinstance(arguments, dict):
         kept: dict[Any, Any] = {}
         for k, v in arguments.items():
@@ -142,13 +142,9 @@ def without_free_text(arguments: Any, depth: int = 0) -> Any:
             kept[k] = v
         return kept
     if isinstance(arguments, list):
-        items: list[Any] = []
-        for v in arguments:
-            if isinstance(v, str):
-                if len(v) > FREE_TEXT_CHARS or _has_whitespace(v) is not None:
-                    continue
-            elif isinstance(v, _CONTAINERS):
-                v = without_free_text(v, depth + 1)
-            items.append(v)
-        return items
+        return [
+            without_free_text(v, depth + 1) if isinstance(v, _CONTAINERS) else v
+            for v in arguments
+            if not is_free_text(v)
+        ]
     return None if is_free_text(arguments) else arguments
