@@ -21,9 +21,11 @@ so the figure is the service's, not the driver's:
 ``--baseline REV``: the three service rows again (``baseline-*``) with loopwatch as of a git
 revision, interleaved in the same rounds, and the ratios per CPU-second.
 
-views: decoding and building the span views alone (``parse_protobuf`` + ``span_views``), CPU
-per span in process, on the fresh copies of ``rate`` and on the stream as recorded (its values
-repeat); each code (this checkout, ``--baseline REV``) in its own processes, interleaved rounds.
+views: decoding and building the span views (``parse_protobuf`` + ``span_views``), and the
+service's whole core (those, then the pipeline: read, assemble, summarize, metrics; ``/core``),
+CPU per span in process, without transport, on the fresh copies of ``rate`` and on the stream
+as recorded (its values repeat); each code (this checkout, ``--baseline REV``) in its own
+processes, interleaved rounds.
 
 throughput: the same spans (seeded ids, so every process builds identical requests) go
 - decode-only: ``ExportTraceServiceRequest.FromString`` over the encoded requests (the baseline
@@ -454,17 +456,31 @@ def rate(args: argparse.Namespace) -> None:
 
 # -- views: decoding and span views alone ---------------------------------------------------------
 def views_child(path: str) -> None:
-    """Median CPU per span of ``parse_protobuf`` + ``span_views`` over each pickled list of
-    requests, with the loopwatch this process imports."""
+    """Median CPU per span over each pickled list of requests, with the loopwatch this process
+    imports: of ``parse_protobuf`` + ``span_views`` (this thread), and of the whole core, those
+    and the pipeline to the end (read, assemble, summarize, metrics; the process, its worker
+    included: every turn is finalized by the stop, as a shutdown does)."""
     from loopwatch.service.otlp import parse_protobuf
 
     lists: list[list[bytes]] = pickle.loads(Path(path).read_bytes())
-    times = []
+    views_us, core_us = [], []
     for bodies in lists:
+        cpu = time.process_time()
         started = time.thread_time_ns()
-        n = sum(len(span_views(parse_protobuf(body)).spans) for body in bodies)
-        times.append((time.thread_time_ns() - started) / n / 1000)
-    print(json.dumps({"us_per_span": statistics.median(times)}), flush=True)
+        decoded = [span_views(parse_protobuf(body)).spans for body in bodies]
+        n = sum(map(len, decoded))
+        views_us.append((time.thread_time_ns() - started) / n / 1000)
+        pipeline = Pipeline(CONFIG, LoopwatchMetrics(CollectorRegistry()))
+        for spans in decoded:
+            assert pipeline.submit(spans)
+        assert pipeline.stop(600)
+        core_us.append((time.process_time() - cpu) / n * 1e6)
+    print(
+        json.dumps(
+            {"us_per_span": statistics.median(views_us), "core": statistics.median(core_us)}
+        ),
+        flush=True,
+    )
 
 
 def views(args: argparse.Namespace) -> None:
@@ -490,10 +506,11 @@ def views(args: argparse.Namespace) -> None:
                         text=True,
                         check=True,
                     )
-                    us = json.loads(out.stdout.splitlines()[-1])["us_per_span"]
-                    rows.setdefault(f"{label}/{name}", []).append(us)
+                    got = json.loads(out.stdout.splitlines()[-1])
+                    rows.setdefault(f"{label}/{name}", []).append(got["us_per_span"])
+                    rows.setdefault(f"{label}/{name}/core", []).append(got["core"])
     report = {k: round(statistics.median(v), 2) for k, v in rows.items()}
-    for name in streams if args.baseline else ():
+    for name in [f"{n}{part}" for n in streams for part in ("", "/core")] if args.baseline else ():
         report[f"ratio/{name}"] = round(
             report[f"baseline {args.baseline}/{name}"] / report[f"now/{name}"], 2
         )

@@ -96,8 +96,8 @@ class TurnAssembler:
         # traces whose root has arrived, in order of arrival: those due are found at the front
         self._rooted: OrderedDict[int, float] = OrderedDict()
         # turns completed and not yet summarized: publish() hands them to the sink. Summarizing
-        # a batch's turns together, after its spans, runs each stage's code while it is warm in
-        # the CPU's caches (1.3x less worker CPU a span than summarizing each turn at its end).
+        # a batch's turns together, after its spans, runs that code while it is warm in the
+        # CPU's caches (see loopwatch.processor's _CHUNK).
         self._ready: list[tuple[int, str, TurnGroup]] = []
         self.buffered_bytes = 0  # estimated, over every open trace (config.buffer_bytes)
 
