@@ -176,3 +176,32 @@ def test_the_tool_description_cache_keeps_no_huge_description() -> None:
     assert "short text" not in read._DESCRIPTION_HASHES
     read._description_hash("short text")
     assert "short text" in read._DESCRIPTION_HASHES
+
+
+def test_a_turn_the_sink_refuses_loses_only_itself() -> None:
+    class FirstTurnFails(CountingSink):
+        def __init__(self) -> None:
+            super().__init__()
+            self.errors = 0
+
+        def turn(self, summary: TurnSummary) -> None:
+            if self.turns == 0 and not self.errors:
+                self.errors += 1
+                raise RuntimeError("sink down for one turn")
+            super().turn(summary)
+
+        def dropped(self, reason: str) -> None:
+            assert reason == "error"
+            self.errors += 1
+
+    sink = FirstTurnFails()
+    assembler = TurnAssembler(Config(), sink, clock=lambda: 0.0)
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}
+    # five traces closed in one batch: their turns are published together
+    for trace in range(1, 6):
+        assembler.add(
+            trace, "s", read_span(SpanView(trace, 2, 1, "execute_tool t", 0, 1, tool), Config())
+        )
+    assembler.finalize_all()
+    assert sink.turns == 4
+    assert sink.errors == 2  # the refusal itself, then the drop counted for it

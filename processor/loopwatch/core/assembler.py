@@ -12,7 +12,7 @@ from loopwatch.core.config import Config
 from loopwatch.core.loop_log import log_loops
 from loopwatch.core.records import Link, LlmMark, Record, ToolCall, TurnMark
 from loopwatch.core.sink import Sink
-from loopwatch.core.summary import summarize
+from loopwatch.core.summary import TurnSummary, summarize
 from loopwatch.core.turns import TurnGroup, split_turns
 
 log = logging.getLogger("loopwatch")
@@ -351,9 +351,17 @@ class TurnAssembler:
         # logged before they are counted: a reader of the counts (the service's activity line)
         # then never reports a loop before its line is out
         for summary in summaries:
-            log_loops(summary)
+            self._each(log_loops, summary)
         for summary in summaries:
-            sink.turn(summary)
+            self._each(sink.turn, summary)
+
+    def _each(self, step: Callable[[TurnSummary], None], summary: TurnSummary) -> None:
+        """One turn's step of publish: a failure loses that step of that turn only."""
+        try:
+            step(summary)
+        except Exception:
+            log.debug("loopwatch: turn not published", exc_info=True)
+            self.sink.dropped(DROP_ERROR)
 
     def sweep(self) -> None:
         """Finalize traces idle for longer than the idle timeout."""
