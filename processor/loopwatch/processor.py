@@ -278,9 +278,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
         # a local root is inside none
         if parent_id is not None and self._assembler.started_inside(trace_id, ctx[1], parent_id):
             return
-        attributes = getattr(span._attributes, "_dict", None)  # _readable, as in _ended
-        if type(attributes) is not dict:
-            attributes = _readable(span._attributes)
+        attributes = _readable(span._attributes)
         name = span._name or ""
         if may_be_genai(name, attributes, ended=False) and is_turn_span(name, attributes):
             self._assembler.span_started(trace_id, ctx[1], parent_id, True)
@@ -294,19 +292,14 @@ class LoopwatchSpanProcessor(SpanProcessor):
     def _ended(self, span: ReadableSpan) -> tuple[int, str, Record] | ReadableSpan:
         """One finished span as ``(trace id, service, record)``; a plain span (no GenAI marker)
         as itself, for _plain to place in its trace."""
-        # _stored, _readable and _service_of's common cases inlined: three calls a span
-        if not _DIRECT.get(type(span)):
+        if not _DIRECT.get(type(span)):  # _stored's test, inlined: once per span
             span = _stored(span)
-        attributes = getattr(span._attributes, "_dict", None)
-        if type(attributes) is not dict:
-            attributes = _readable(span._attributes)
+        attributes = _readable(span._attributes)
         if not may_be_genai(span._name or "", attributes):
             return span
-        last = self._resource
-        if last is None or last[0] is not span._resource:
-            last = self._resource = (span._resource, _service(span._resource))
-        view = _view(span, attributes, last[1])
-        return view.trace_id, last[1], read_span(view, self.config)
+        service = self._service_of(span._resource)
+        view = _view(span, attributes, service)
+        return view.trace_id, service, read_span(view, self.config)
 
     def _plain(self, span: ReadableSpan) -> None:
         """A plain span from _ended: only its place in the trace matters, and only when a kept
