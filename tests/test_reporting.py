@@ -174,6 +174,7 @@ def test_serve_logs_its_config_loops_and_a_summary_while_spans_flow(tmp_path: Pa
                 assert counts is not None, line
                 totals = [a + int(b) for a, b in zip(totals, counts.groups(), strict=True)]
         assert loop is not None and "tool=create_ticket" in loop and "attempts=14" in loop
+        assert " INFO loopwatch: loop found: tool=create_ticket " in loop  # the name once
         assert totals[1:] == [1, 1] and totals[0] > 14
         time.sleep(1.0)  # five intervals with nothing arriving: no more lines
         quiet = []
