@@ -48,13 +48,18 @@ def raise_open_files(needed: int) -> int:
     return soft
 
 
+_CORE_PREFIX = "loopwatch: "
+
+
 class _NamedOnce(logging.Formatter):
-    """The core's lines begin "loopwatch: " for hosts whose format shows no logger name; this
-    format shows it, so it is not repeated ("INFO loopwatch: loop found: ...")."""
+    """The core's messages begin "loopwatch: " for hosts whose format shows no logger name;
+    this format shows it, so the prefix is left out ("INFO loopwatch: loop found: ...")."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        text = super().formatMessage(record)
-        return text.replace(f"{record.name}: loopwatch: ", f"{record.name}: ", 1)
+        if record.message.startswith(_CORE_PREFIX):  # only there, never inside a message
+            short = record.message[len(_CORE_PREFIX) :]
+            record = logging.makeLogRecord({**record.__dict__, "message": short})
+        return super().formatMessage(record)
 
 
 def tune_collector() -> None:
