@@ -1,22 +1,24 @@
 """Where ``loopwatch serve`` spends its CPU on the rate stream: a sampling profile, by stage.
 
-    .venv/bin/python benchmarks/profile_service.py [--transport grpc,http] [--copies 20]
+    .venv/bin/python benchmarks/profile_service.py [--transport grpc,http] [--copies 60]
                                                    [--samples-per-second 200] [--out DIR]
+                                                   [--baseline REV]
 
 Needs py-spy (``pip install py-spy``; not a dependency of loopwatch) and the right to trace
 another process (root, or ``kernel.yama.ptrace_scope`` 0). For each transport it starts
 ``loopwatch serve``, sends the stream of ``bench_service.py rate`` (pre-encoded requests, fresh
 copies, two driver processes) and samples every thread of the service with py-spy, C frames
-included, from the first request until ``loopwatch_spans_total`` reaches the number sent. A
-thread waiting (for the GIL, a lock, the network) is not sampled, so the shares are of CPU.
+included, from the first request until ``loopwatch_spans_total`` reaches the number sent.
 
-Each sample goes to one stage, by the innermost frame of loopwatch's own code on its stack
-(``STAGES``): the OTLP front ends, decoding and span views, reading the conventions,
-assembling turns, finalizing them (grouping, summary, metrics), the pipeline's own loop. A
-sample with no loopwatch frame goes by its libraries (``LIBRARIES``): gRPC's and tornado's
-servers, threads and queues, the metrics exposition; the rest is "other" (the interpreter
-starting threads, the garbage collector with no Python frame). py-spy slows the service by a
-few percent: the shares are the figure, not the rate.
+A sample whose innermost named frame blocks (``WAITS``: waiting for the GIL, a lock, a queue,
+the network) is left out, and its share of all samples reported apart, so the stage shares
+are of CPU. Each other sample goes to one stage: the garbage collector's when it is on the
+stack, else by the innermost frame of loopwatch's own code (``STAGES``: the OTLP front ends,
+decoding and span views, reading the conventions, assembling turns, finalizing them, the
+pipeline's own loop), else by its libraries (``LIBRARIES``: gRPC's and tornado's servers,
+threads and queues, the metrics exposition), else "other". py-spy pauses the service to
+sample it, which slows it a little: the shares are the figure, not the rate. ``--baseline
+REV`` profiles loopwatch as of a git revision too (``baseline-grpc``, ``baseline-http``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from benchmarks.bench_service import (
     DRIVERS,
     TOML,
     Served,
+    baseline_code,
     copies,
     go,
     pre_drivers,
@@ -140,13 +143,17 @@ def shares(raw: str) -> tuple[dict[str, float], float]:
     )
 
 
-def profile(transport: str, shares_: list[list[bytes]], sent: int, rate: int, tmp: str) -> str:
-    """Serve, drive, and return py-spy's raw samples of the service."""
+def profile(
+    transport: str, shares_: list[list[bytes]], sent: int, rate: int, tmp: str, code: str | None
+) -> str:
+    """Serve (loopwatch from ``code``, default this checkout), drive, and return py-spy's raw
+    samples of the service."""
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if not Path(py_spy).exists():
         raise SystemExit("profile_service.py needs py-spy: .venv/bin/pip install py-spy")
-    served = Served(TOML.format(grace=0.5, open_turns=10_000, idle=300))
+    served = Served(TOML.format(grace=0.5, open_turns=10_000, idle=300), code)
     out = Path(tmp, f"{transport}.txt")
+    out.unlink(missing_ok=True)
     try:
         address = served.grpc if transport == "grpc" else served.http
         with pre_drivers(transport, address, shares_, tmp) as drivers:
@@ -191,6 +198,7 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=60, help="copies of the stream (rate: 20)")
     parser.add_argument("--samples-per-second", type=int, default=200)
     parser.add_argument("--out", help="directory for service-profile.json")
+    parser.add_argument("--baseline", help="git revision profiled too (baseline-*)")
     args = parser.parse_args()
     base = realistic_requests(args.turns, seed=1)
     per_driver = max(1, args.copies // DRIVERS)
@@ -198,14 +206,20 @@ def main() -> None:
     sent = sum(span_count(p) for p in parts)
     report: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for transport in args.transport.split(","):
-            print(f"profiling {transport}: {sent} spans ...", file=sys.stderr, flush=True)
-            found, waiting = shares(profile(transport, parts, sent, args.samples_per_second, tmp))
-            report[transport] = {stage: round(share, 3) for stage, share in found.items()}
-            report[transport][WAITING + ", share of all samples"] = round(waiting, 3)
-            for stage, share in found.items():
-                print(f"{transport:<5} {share:6.1%}  {stage}", flush=True)
-            print(f"{transport:<5} (left out: {waiting:.1%} of the samples were {WAITING})")
+        codes: list[tuple[str, str | None]] = [("", None)]
+        if args.baseline:
+            codes.insert(0, ("baseline-", baseline_code(args.baseline, tmp)))
+        for prefix, code in codes:
+            for transport in args.transport.split(","):
+                name = prefix + transport
+                print(f"profiling {name}: {sent} spans ...", file=sys.stderr, flush=True)
+                raw = profile(transport, parts, sent, args.samples_per_second, tmp, code)
+                found, waiting = shares(raw)
+                report[name] = {stage: round(share, 3) for stage, share in found.items()}
+                report[name][WAITING + ", share of all samples"] = round(waiting, 3)
+                for stage, share in found.items():
+                    print(f"{name:<14} {share:6.1%}  {stage}", flush=True)
+                print(f"{name:<14} (left out: {waiting:.1%} of the samples were {WAITING})")
     print(json.dumps(report, indent=2))
     if args.out:
         Path(args.out, "service-profile.json").write_text(json.dumps(report, indent=2) + "\n")
