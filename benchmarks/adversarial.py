@@ -485,6 +485,27 @@ async def cardinality_many(service: Service, turns: int = 20_000) -> tuple[bool,
     return held and service.peak_rss_mb < RSS_BUDGET_MB, figures
 
 
+# field 1 of the request claims 256 MiB and the body ends after 4 MiB: a decode error
+MALFORMED = b"\x0a\xff\xff\xff\x7f" + b"\x00" * (4 * 1024 * 1024)
+
+
+async def malformed_bodies(
+    service: Service, n: int = 300, at_once: int = 20
+) -> tuple[bool, dict[str, Any]]:
+    """``n`` bodies of 4 MiB that fail to decode, ``at_once`` at a time: each answered 400, and
+    none held afterwards (the service's collector runs less often: a failed decode must leave
+    no body behind for it)."""
+    slots = asyncio.Semaphore(at_once)
+
+    async def one() -> int | None:
+        async with slots:
+            return await exchange(service.http, post_bytes(MALFORMED), 60)
+
+    statuses = await asyncio.gather(*(one() for _ in range(n)))
+    refused = sum(s == 400 for s in statuses)
+    return refused == n and service.peak_rss_mb < RSS_BUDGET_MB, {"answered_400": refused, "of": n}
+
+
 async def cardinality_long(service: Service, turns: int = 200) -> tuple[bool, dict[str, Any]]:
     """``turns`` turns whose service, agent, model and tool names are 20 KB each."""
     bodies = []
@@ -543,6 +564,7 @@ ATTACKS: dict[str, Attack] = {
     "two_different_content_lengths": _expect(400, CL_TWICE),
     "non_ascii_content_length": _expect(400, CL_NOT_ASCII),
     "deeply_nested_json": nested_json,
+    "malformed_bodies_300x4MB": malformed_bodies,
     "gzip_bomb": _expect(
         413, post_bytes(BOMB, extra="Content-Encoding: gzip\r\n")
     ),  # 32 MiB of zeros in 32 KiB
