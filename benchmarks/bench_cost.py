@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_cost.py worker [--baseline REV] [--rounds 5]
     .venv/bin/python benchmarks/bench_cost.py host [--baseline REV] [--rates 1000,5000] [--rounds 7]
     .venv/bin/python benchmarks/bench_cost.py flat [--sizes 10,100,1000,10000] [--rounds 3]
+    .venv/bin/python benchmarks/bench_cost.py stages [--rounds 5]
     .venv/bin/python benchmarks/bench_cost.py all --out benchmarks/results [--baseline REV]
 
 Every measurement runs in a fresh child process, rounds interleaved (the machine is shared and
@@ -23,6 +24,10 @@ host: a CPU-bound host (a loop of pure-Python work) that also emits the mix at a
   segment ends with a flush, so the spans it queued are part of its cost. Also reported:
   loopwatch's worker thread's share of that CPU, and its CPU per span in place (more than in
   ``worker``: there it runs in one hot batch). Goal at 1,000 spans/s: >= 0.95.
+stages: where the worker's CPU goes on the GenAI mix, per span of the stream: reading finished
+  spans into records, handing starts and records to the assembler, publishing the turns they
+  complete (summary, loop lines, metrics), timed around each of the worker's three stages; and
+  reading one span of each kind in a tight loop (what a tool span costs alone).
 flat: worker CPU per span as one dimension grows: turns under one root, spans in one turn, open
   traces (in process, and in the service's pipeline with every root waiting for its grace).
   Goal: the largest over the smallest per-span cost <= 1.5 on each curve.
@@ -110,6 +115,72 @@ def child_worker(name: str, repeat: int) -> dict[str, Any]:
     spans = _ends(events)
     ns = statistics.median(_drain_ns(events) for _ in range(repeat))
     return {"us_per_span": ns / spans / 1000, "spans": spans}
+
+
+def child_stages(repeat: int) -> dict[str, Any]:
+    """The worker's three stages, timed apart on the GenAI mix (processor._drain_chunk's,
+    without its error handling: keep the two in step)."""
+    from prometheus_client import CollectorRegistry
+
+    from benchmarks.streams import CONFIG
+    from loopwatch import LoopwatchSpanProcessor
+    from loopwatch.core.records import kind_of
+
+    events = _record_events(_worker_stream("genai"))
+    spans = _ends(events)
+    clock = time.thread_time_ns
+    runs = []
+    for _ in range(repeat):
+        p = LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry())
+        took = {"read": 0, "assemble": 0, "publish": 0}
+        with p._lock:  # the worker waits; this thread runs its stages
+            for e in events:
+                if isinstance(e, tuple):
+                    p.on_start(e[0])
+                else:
+                    p.on_end(e)
+            queue = p._queue
+            while queue:
+                t0 = clock()
+                items = [
+                    item if type(item) is tuple else p._ended(item)
+                    for item in (queue.popleft() for _ in range(min(len(queue), 256)))
+                ]
+                t1 = clock()
+                for item in items:
+                    if type(item) is not tuple:
+                        p._plain(item)
+                    elif len(item) == 1:
+                        p._started(item[0])
+                    else:
+                        p._assembler.add(*item)
+                t2 = clock()
+                p._assembler.publish()
+                took["read"] += t1 - t0
+                took["assemble"] += t2 - t1
+                took["publish"] += clock() - t2
+        p.shutdown()
+        runs.append(took)
+    out: dict[str, Any] = {
+        stage: statistics.median(r[stage] for r in runs) / spans / 1000 for stage in runs[0]
+    }
+    # one span of each kind read in a tight loop (caches warm: less than its share above)
+    p = LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry())
+    by_kind: dict[str, list[Any]] = {}
+    for e in events:
+        if not isinstance(e, tuple):
+            read = p._ended(e)
+            by_kind.setdefault(kind_of(read[2]) if type(read) is tuple else "plain", []).append(e)
+    p.shutdown()
+    for kind, ended in by_kind.items():
+        times = []
+        for _ in range(repeat * 4):
+            started = clock()
+            for span in ended:
+                p._ended(span)
+            times.append(clock() - started)
+        out[f"read_one_{kind}"] = statistics.median(times) / len(ended) / 1000
+    return {k: round(v, 2) for k, v in out.items()}
 
 
 def _work() -> int:
@@ -392,6 +463,15 @@ def flat(args: argparse.Namespace, keep: list[Any]) -> dict[str, Any]:
     return report
 
 
+def stages(args: argparse.Namespace, keep: list[Any]) -> dict[str, Any]:
+    current = codes(None, keep)[0]
+    rows = interleaved(args.rounds, [("stages", current, ("stages", "5"))])["stages"]
+    report = {key: round(med(rows, key), 2) for key in rows[0]}
+    for key, value in report.items():
+        print(f"stages {key:<18} {value:>6.2f} us a span", flush=True)
+    return report
+
+
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -405,6 +485,8 @@ def child(argv: list[str]) -> dict[str, Any]:
         return child_host(float(rest[0]), float(rest[1]), int(rest[2]))
     if kind == "flat":
         return child_flat(rest[0], int(rest[1]), int(rest[2]))
+    if kind == "stages":
+        return child_stages(int(rest[0]))
     if kind == "flat-service":
         return child_flat_service(int(rest[0]), int(rest[1]))
     raise SystemExit(f"unknown child {kind}")
@@ -415,9 +497,9 @@ def main() -> int:
         print(json.dumps(child(sys.argv[2:])))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=["worker", "host", "flat", "all"])
+    parser.add_argument("what", choices=["worker", "host", "flat", "stages", "all"])
     parser.add_argument("--baseline", help="git revision to measure too (worker, host)")
-    parser.add_argument("--rounds", type=int, help="worker: 5, host: 7, flat: 3")
+    parser.add_argument("--rounds", type=int, help="worker: 5, host: 7, flat: 3, stages: 5")
     parser.add_argument(
         "--seconds", type=float, default=4.0, help="host: CPU seconds per setup and round"
     )
@@ -433,7 +515,8 @@ def main() -> int:
     keep: list[Any] = []
     report: dict[str, Any] = {"cpus": os.cpu_count()}
     rounds = args.rounds
-    for what, fn, default in (("worker", worker, 5), ("host", host, 7), ("flat", flat, 3)):
+    steps = (("worker", worker, 5), ("host", host, 7), ("flat", flat, 3), ("stages", stages, 5))
+    for what, fn, default in steps:
         if args.what in (what, "all"):
             args.rounds = rounds or default
             started, cpu = time.monotonic(), _children_cpu()
