@@ -1,4 +1,4 @@
-"""``loopwatch`` command line: demo, serve, check-tools."""
+"""``loopwatch`` command line: demo, serve, check-tools, replay, compare."""
 
 from __future__ import annotations
 
@@ -19,6 +19,15 @@ COMMANDS = {
     "check-tools": (
         "loopwatch.guards.check_tools",
         "fail when a tool's identity declaration is missing or has drifted (for CI)",
+    ),
+    "replay": (
+        "loopwatch.history.replay",
+        "stored traces (OTLP, Jaeger, Tempo files) through the same pipeline: a report, or "
+        "OpenMetrics to backfill Prometheus",
+    ),
+    "compare": (
+        "loopwatch.history.compare",
+        "an eval run's traces against a baseline's: exit 1 when the candidate loops more",
     ),
 }
 

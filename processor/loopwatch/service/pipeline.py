@@ -30,8 +30,15 @@ class Pipeline:
     """Thread-safe front of a TurnAssembler; every assembler call happens on one worker."""
 
     def __init__(
-        self, config: Config, sink: Sink, clock: Callable[[], float] = time.monotonic
+        self,
+        config: Config,
+        sink: Sink,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        worker: bool = True,
     ) -> None:
+        """``worker=False``: no thread; the caller drives it with :meth:`process`,
+        :meth:`advance` and :meth:`finish` (``loopwatch replay``, on the spans' own clock)."""
         self.config = config
         self.sink = sink
         self.clock = clock
@@ -50,7 +57,8 @@ class Pipeline:
         # traces open at shutdown: (finalized as usual, finalized without their root)
         self.finished_at_stop = (0, 0)
         self._worker = threading.Thread(target=self._run, name="loopwatch-pipeline", daemon=True)
-        self._worker.start()
+        if worker:
+            self._worker.start()
 
     # -- request threads ------------------------------------------------------------------------
     def has_room(self, count: int) -> bool:
@@ -104,6 +112,23 @@ class Pipeline:
             self._cond.notify_all()
         self._worker.join(timeout)
         return not self._worker.is_alive()
+
+    # -- driven by the caller, without the worker (worker=False) ------------------------------
+    def process(self, spans: Sequence[SpanView]) -> None:
+        """What the worker does with one request's spans, on the caller's thread."""
+        self._add(spans)
+
+    def advance(self) -> None:
+        """The worker's periodic steps at the clock's time now: traces past their grace, then
+        idle ones."""
+        self._safe(self._finalize_due)
+        self._safe(self._assembler.sweep)
+        self._safe(self._report_open)
+
+    def finish(self) -> tuple[int, int]:
+        """Finalize every open trace, as at shutdown; ``finished_at_stop``."""
+        self._safe(self._finish)
+        return self.finished_at_stop
 
     # -- the worker -----------------------------------------------------------------------------
     def _safe(self, fn: Callable[[], None]) -> None:

@@ -1,0 +1,1 @@
+"""Stored traces through the service's pipeline: ``loopwatch replay`` and ``loopwatch compare``."""

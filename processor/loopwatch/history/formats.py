@@ -1,0 +1,630 @@
+"""Stored traces as span views: OTLP JSON (the Collector's file exporter), OTLP protobuf (one
+message, or the file exporter's length-prefixed stream), Jaeger JSON and Tempo JSON; plain or
+gzip-compressed; files, directories, globs and ``-`` for stdin.
+
+Everything becomes an ``ExportTraceServiceRequest`` and then span views through the service's
+own conversion (:func:`loopwatch.service.otlp.span_views`), so a stored span is read exactly as
+the same span sent to ``loopwatch serve``. Files are read one line or one message at a time;
+a bad line or message is skipped and reported (file and line), the rest is read."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import glob
+import gzip
+import io
+import json
+import os
+import sys
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from loopwatch.core.spans import SpanView
+from loopwatch.service.otlp import RequestError, parse_protobuf, span_views
+
+AUTO = "auto"
+OTLP_JSON = "otlp-json"
+OTLP_PROTO = "otlp-proto"
+JAEGER = "jaeger"
+TEMPO = "tempo"
+FORMATS = (AUTO, OTLP_JSON, OTLP_PROTO, JAEGER, TEMPO)
+
+_GZIP = b"\x1f\x8b"
+_ZSTD = b"\x28\xb5\x2f\xfd"
+_MAX_MESSAGE = 1 << 30  # a length prefix past this is not one
+_PROBLEMS_KEPT = 20
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+_HEX_CHARS = frozenset("0123456789abcdefABCDEF")
+
+
+class InputError(ValueError):
+    """One line, message or file that cannot be read; the message says why."""
+
+
+@dataclass
+class Problem:
+    where: str  # "path:line 12", "path: message 3 (byte 4096)", "path"
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+@dataclass
+class ReadStats:
+    """What the reader met: files, spans, and every problem (the first few kept in full)."""
+
+    files: int = 0
+    files_read: int = 0  # files from which at least one span came
+    units: int = 0  # lines, messages or documents read
+    spans: int = 0
+    rejected_spans: int = 0  # invalid trace or span ids
+    skipped: int = 0  # lines, messages or files skipped
+    bytes_read: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def problem(self, where: str, message: str) -> None:
+        self.skipped += 1
+        if len(self.problems) < _PROBLEMS_KEPT:
+            self.problems.append(Problem(where, message))
+
+    def note(self, text: str) -> None:
+        if text not in self.notes and len(self.notes) < _PROBLEMS_KEPT:
+            self.notes.append(text)
+
+
+# -- inputs --------------------------------------------------------------------------------------
+STDIN = "-"
+
+
+def expand(paths: Iterable[str], stats: ReadStats) -> list[str]:
+    """Files, directories (every file below, in name order), globs and ``-``; a path that names
+    nothing is a problem."""
+    out: list[str] = []
+    for raw in paths:
+        if raw == STDIN:
+            out.append(STDIN)
+            continue
+        if any(c in raw for c in "*?["):
+            found = sorted(p for p in glob.glob(raw, recursive=True) if os.path.isfile(p))
+            if not found:
+                stats.problem(raw, "no file matches this pattern")
+            out.extend(found)
+            continue
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(
+                str(p)
+                for p in path.rglob("*")
+                if p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            )
+            if not found:
+                stats.problem(raw, "directory holds no files")
+            out.extend(found)
+        elif path.exists():
+            out.append(raw)
+        else:
+            stats.problem(raw, "no such file or directory")
+    return out
+
+
+class _Counting(io.RawIOBase):
+    """A raw stream that counts the bytes read from it (the progress line's bytes)."""
+
+    def __init__(self, inner: IO[bytes], stats: ReadStats) -> None:
+        self.inner = inner
+        self.stats = stats
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.inner.read(len(buffer))
+        n = len(data)
+        buffer[:n] = data
+        self.stats.bytes_read += n
+        return n
+
+
+def _open(name: str, stats: ReadStats) -> IO[bytes]:
+    raw: IO[bytes] = sys.stdin.buffer if name == STDIN else open(name, "rb")  # noqa: SIM115
+    return io.BufferedReader(_Counting(raw, stats), buffer_size=1 << 20)
+
+
+def _peek(stream: Any, n: int) -> bytes:
+    data: bytes = stream.peek(n)
+    return data[:n]
+
+
+# -- OTLP JSON -----------------------------------------------------------------------------------
+def _id_to_base64(value: Any, where: str, base64_seen: list[bool]) -> str:
+    """An id as protobuf's JSON mapping wants it (base64). The OTLP file format writes hex (32 or
+    16 digits); protobuf's own JSON mapping, which Tempo and some tools write, base64 (24 or 12
+    characters): each id is read as what its length says."""
+    if not isinstance(value, str):
+        raise InputError(f"{where}: expected a string id, got {type(value).__name__}")
+    if value == "":
+        return value
+    if len(value) in (32, 16) and _HEX_CHARS.issuperset(value):
+        return base64.b64encode(bytes.fromhex(value)).decode("ascii")
+    if len(value) in (24, 12):
+        try:
+            base64.b64decode(value, validate=True)
+        except binascii.Error:
+            pass
+        else:
+            base64_seen[0] = True
+            return value
+    raise InputError(f"{where}: not a hex or base64 id: {value[:40]!r}")
+
+
+def _spans_of(document: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    for r, rs in enumerate(_list(document, "resourceSpans", "resource_spans")):
+        scopes = _list(rs, "scopeSpans", "scope_spans", "instrumentationLibrarySpans")
+        for s, ss in enumerate(scopes):
+            for i, span in enumerate(_list(ss, "spans")):
+                yield f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]", span
+
+
+def _list(parent: Any, *keys: str) -> list[Any]:
+    if not isinstance(parent, dict):
+        raise InputError("expected an object")
+    for key in keys:
+        value = parent.get(key)
+        if value is not None:
+            if not isinstance(value, list):
+                raise InputError(f"{key}: expected an array")
+            return value
+    return []
+
+
+def _legacy_scopes(document: dict[str, Any]) -> None:
+    """Tempo and old exporters: ``instrumentationLibrarySpans`` / ``instrumentationLibrary``."""
+    for rs in _list(document, "resourceSpans", "resource_spans"):
+        if isinstance(rs, dict) and "instrumentationLibrarySpans" in rs:
+            scopes = rs.pop("instrumentationLibrarySpans")
+            if isinstance(scopes, list):
+                for ss in scopes:
+                    if isinstance(ss, dict) and "instrumentationLibrary" in ss:
+                        ss["scope"] = ss.pop("instrumentationLibrary")
+            rs.setdefault("scopeSpans", scopes)
+
+
+def otlp_request(document: dict[str, Any]) -> tuple[Any, bool]:
+    """An OTLP JSON ``ExportTraceServiceRequest`` (hex or base64 ids) as the protobuf message;
+    and whether base64 ids were met."""
+    base64_seen = [False]
+    _legacy_scopes(document)
+    for where, span in _spans_of(document):
+        if not isinstance(span, dict):
+            raise InputError(f"{where}: expected an object")
+        for key in _ID_FIELDS:
+            if key in span:
+                span[key] = _id_to_base64(span[key], f"{where}.{key}", base64_seen)
+        links = span.get("links")
+        if isinstance(links, list):
+            for n, link in enumerate(links):
+                if isinstance(link, dict):
+                    for key in _ID_FIELDS:
+                        if key in link:
+                            link[key] = _id_to_base64(
+                                link[key], f"{where}.links[{n}].{key}", base64_seen
+                            )
+    request = ExportTraceServiceRequest()
+    try:
+        json_format.ParseDict(document, request, ignore_unknown_fields=True)
+    except (json_format.ParseError, ValueError, TypeError) as e:
+        raise InputError(f"not an OTLP trace request: {_short(str(e))}") from None
+    except RecursionError:
+        raise InputError("not an OTLP trace request: nested too deeply") from None
+    return request, base64_seen[0]
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# -- Jaeger JSON ---------------------------------------------------------------------------------
+_JAEGER_KIND = {"internal": 1, "server": 2, "client": 3, "producer": 4, "consumer": 5}
+_JAEGER_STATUS = {"OK": 1, "ERROR": 2, "UNSET": 0}
+# tags the Collector's OTLP -> Jaeger translation adds for what OTLP holds in fields
+_JAEGER_SPECIAL = frozenset(
+    {
+        "otel.status_code",
+        "otel.status_description",
+        "span.kind",
+        "otel.scope.name",
+        "otel.scope.version",
+        "otel.library.name",
+        "otel.library.version",
+        "w3c.tracestate",
+        "error",
+        "internal.span.format",
+    }
+)
+
+
+def _jaeger_id(value: Any, size: int, where: str) -> bytes:
+    if not isinstance(value, str) or not value or len(value) > 2 * size:
+        raise InputError(f"{where}: not a Jaeger id: {str(value)[:40]!r}")
+    try:
+        return bytes.fromhex(value.rjust(2 * size, "0"))
+    except ValueError:
+        raise InputError(f"{where}: not a hex id: {value[:40]!r}") from None
+
+
+def _jaeger_value(kv: Any, where: str) -> tuple[str, Any]:
+    if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+        raise InputError(f"{where}: expected a tag object with a key")
+    kind = str(kv.get("type", "string")).lower()
+    value = kv.get("value")
+    if kind == "binary" and isinstance(value, str):
+        try:
+            value = base64.b64decode(value)
+        except binascii.Error:
+            raise InputError(f"{where}: binary tag is not base64") from None
+    elif kind == "int64" and isinstance(value, str):
+        value = int(value) if value.lstrip("-").isdigit() else value
+    elif kind == "float64" and isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = float(value)
+    return kv["key"], value
+
+
+def _set_any(target: Any, value: Any) -> None:
+    if isinstance(value, bool):
+        target.bool_value = value
+    elif isinstance(value, int):
+        target.int_value = value
+    elif isinstance(value, float):
+        target.double_value = value
+    elif isinstance(value, bytes):
+        target.bytes_value = value
+    elif value is None:
+        target.string_value = ""
+    else:
+        target.string_value = value if isinstance(value, str) else json.dumps(value)
+
+
+def _jaeger_span(span: Any, where: str, out: Any) -> None:
+    if not isinstance(span, dict):
+        raise InputError(f"{where}: expected an object")
+    out.trace_id = _jaeger_id(span.get("traceID"), 16, f"{where}.traceID")
+    out.span_id = _jaeger_id(span.get("spanID"), 8, f"{where}.spanID")
+    refs = span.get("references") or []
+    if not isinstance(refs, list):
+        raise InputError(f"{where}.references: expected an array")
+    parent = next(
+        (
+            r
+            for r in refs
+            if isinstance(r, dict)
+            and r.get("refType", "CHILD_OF") == "CHILD_OF"
+            and r.get("traceID", span.get("traceID")) == span.get("traceID")
+        ),
+        None,
+    )
+    if parent is not None:
+        out.parent_span_id = _jaeger_id(parent.get("spanID"), 8, f"{where}.references")
+    out.name = str(span.get("operationName", ""))
+    start, duration = span.get("startTime"), span.get("duration", 0)
+    if not isinstance(start, int) or not isinstance(duration, int):
+        raise InputError(f"{where}: startTime and duration must be microseconds")
+    out.start_time_unix_nano = start * 1000
+    out.end_time_unix_nano = (start + max(duration, 0)) * 1000
+    tags: dict[str, Any] = {}
+    for n, kv in enumerate(span.get("tags") or []):
+        key, value = _jaeger_value(kv, f"{where}.tags[{n}]")
+        if key in _JAEGER_SPECIAL:
+            tags[key] = value
+            continue
+        attribute = out.attributes.add()
+        attribute.key = key
+        _set_any(attribute.value, value)
+    status = tags.get("otel.status_code")
+    if isinstance(status, str) and status.upper() in _JAEGER_STATUS:
+        out.status.code = _JAEGER_STATUS[status.upper()]
+    elif tags.get("error") in (True, "true"):
+        out.status.code = 2
+    if isinstance(tags.get("otel.status_description"), str):
+        out.status.message = tags["otel.status_description"]
+    kind = tags.get("span.kind")
+    if isinstance(kind, str) and kind in _JAEGER_KIND:
+        out.kind = _JAEGER_KIND[kind]
+    for n, log in enumerate(span.get("logs") or []):
+        if not isinstance(log, dict):
+            raise InputError(f"{where}.logs[{n}]: expected an object")
+        event = out.events.add()
+        timestamp = log.get("timestamp", 0)
+        event.time_unix_nano = timestamp * 1000 if isinstance(timestamp, int) else 0
+        for m, kv in enumerate(log.get("fields") or []):
+            key, value = _jaeger_value(kv, f"{where}.logs[{n}].fields[{m}]")
+            if key == "event" and not event.name:
+                event.name = str(value)
+                continue
+            attribute = event.attributes.add()
+            attribute.key = key
+            _set_any(attribute.value, value)
+
+
+def jaeger_request(document: dict[str, Any]) -> Any:
+    """Jaeger's JSON (the UI's download, ``/api/traces``: ``{"data": [trace, ...]}``, or one
+    trace) as an ``ExportTraceServiceRequest``: one resource per process, the Collector's
+    Jaeger translation undone (status, kind and scope tags back to fields, logs to events)."""
+    traces = document.get("data") if "data" in document else [document]
+    if not isinstance(traces, list):
+        raise InputError("data: expected an array of traces")
+    request = ExportTraceServiceRequest()
+    for t, trace in enumerate(traces):
+        if not isinstance(trace, dict):
+            raise InputError(f"data[{t}]: expected an object")
+        processes = trace.get("processes") or {}
+        if not isinstance(processes, dict):
+            raise InputError(f"data[{t}].processes: expected an object")
+        scopes: dict[str, Any] = {}
+        for n, span in enumerate(_list(trace, "spans")):
+            where = f"data[{t}].spans[{n}]"
+            process_id = str(span.get("processID", "")) if isinstance(span, dict) else ""
+            scope_spans = scopes.get(process_id)
+            if scope_spans is None:
+                resource_spans = request.resource_spans.add()
+                process = processes.get(process_id) or (
+                    span.get("process") if isinstance(span, dict) else None
+                )
+                service = process.get("serviceName", "") if isinstance(process, dict) else ""
+                attribute = resource_spans.resource.attributes.add()
+                attribute.key = "service.name"
+                attribute.value.string_value = str(service or "unknown")
+                tags = process.get("tags") if isinstance(process, dict) else None
+                for m, kv in enumerate(tags or []):
+                    key, value = _jaeger_value(kv, f"data[{t}].processes.{process_id}.tags[{m}]")
+                    attribute = resource_spans.resource.attributes.add()
+                    attribute.key = key
+                    _set_any(attribute.value, value)
+                scope_spans = scopes[process_id] = resource_spans.scope_spans.add()
+            _jaeger_span(span, where, scope_spans.spans.add())
+    return request
+
+
+# -- documents -----------------------------------------------------------------------------------
+def document_format(document: Any) -> str:
+    """Which format a parsed JSON document is in (InputError when none)."""
+    if isinstance(document, dict):
+        if "resourceSpans" in document or "resource_spans" in document:
+            return OTLP_JSON
+        if "batches" in document:
+            return TEMPO
+        if isinstance(document.get("trace"), dict):
+            return TEMPO
+        if isinstance(document.get("data"), list) or (
+            "traceID" in document and "spans" in document
+        ):
+            return JAEGER
+        keys = ", ".join(sorted(map(str, document))[:6])
+        raise InputError(
+            f"not a trace document (OTLP JSON, Jaeger or Tempo); its keys: {keys or 'none'}"
+        )
+    raise InputError(f"not a trace document: a JSON {type(document).__name__}, not an object")
+
+
+def document_request(document: Any, forced: str) -> tuple[Any, bool]:
+    """A parsed JSON document as an ``ExportTraceServiceRequest``; whether ids were base64."""
+    kind = document_format(document) if forced == AUTO else forced
+    if not isinstance(document, dict):
+        raise InputError(f"not a {kind} document: a JSON {type(document).__name__}")
+    if kind == JAEGER:
+        return jaeger_request(document), False
+    if kind == TEMPO:
+        if isinstance(document.get("trace"), dict):  # /api/v2/traces/<id>
+            document = document["trace"]
+        elif "batches" in document:  # /api/traces/<id>
+            document = {"resourceSpans": _list(document, "batches")}
+        return otlp_request(document)
+    if kind == OTLP_JSON:
+        return otlp_request(document)
+    raise InputError(f"--format {kind} does not read JSON")
+
+
+# -- one file ------------------------------------------------------------------------------------
+Batch = list[SpanView]
+
+
+@dataclass
+class Reader:
+    """Span views from stored traces, a request (a line, message or document) at a time."""
+
+    paths: list[str]
+    forced: str = AUTO
+    stats: ReadStats = field(default_factory=ReadStats)
+    on_file: Callable[[int, str], None] | None = None  # (index, name) as each file starts
+
+    def batches(self) -> Iterator[Batch]:
+        names = expand(self.paths, self.stats)
+        self.stats.files = len(names)
+        for index, name in enumerate(names):
+            if self.on_file is not None:
+                self.on_file(index, name)
+            before = self.stats.spans
+            try:
+                with _open(name, self.stats) as stream:
+                    yield from self._file(name, stream)
+            except OSError as e:
+                self.stats.problem(_label(name), f"cannot read: {e.strerror or e}")
+            except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+                self.stats.problem(_label(name), f"compressed data is truncated or corrupt ({e})")
+            if self.stats.spans > before:
+                self.stats.files_read += 1
+
+    def _file(self, name: str, stream: Any) -> Iterator[Batch]:
+        label = _label(name)
+        head = _peek(stream, 4)
+        if head.startswith(_GZIP):
+            stream = io.BufferedReader(gzip.GzipFile(fileobj=stream), buffer_size=1 << 20)
+            head = _peek(stream, 4)
+        if head.startswith(_ZSTD):
+            self.stats.problem(
+                label,
+                "zstd-compressed; decompress it first: zstd -dc FILE | loopwatch replay -",
+            )
+            return
+        if not head:
+            self.stats.problem(label, "empty file")
+            return
+        first = head.lstrip()[:1]
+        if self.forced == OTLP_PROTO or (self.forced == AUTO and first not in (b"{", b"[")):
+            if head[:1] == b"\x00":
+                yield from self._proto_stream(label, stream)
+            elif head[:1] == b"\x0a" or self.forced == OTLP_PROTO:
+                yield from self._proto_single(label, stream)
+            elif not first:  # whitespace only so far
+                yield from self._json(label, stream)
+            else:
+                self.stats.problem(
+                    label,
+                    "not a trace file (OTLP JSON or protobuf, Jaeger or Tempo JSON; "
+                    f"starts with bytes {head.hex()})",
+                )
+            return
+        yield from self._json(label, stream)
+
+    def _views(self, request: Any, where: str) -> Batch:
+        try:
+            decoded = span_views(request)
+        except RequestError as e:
+            raise InputError(str(e)) from None
+        if decoded.rejected:
+            self.stats.rejected_spans += decoded.rejected
+            self.stats.note(
+                f"{where}: {decoded.rejected} spans with an invalid trace or span id left out"
+            )
+        self.stats.units += 1
+        self.stats.spans += len(decoded.spans)
+        return decoded.spans
+
+    def _proto_single(self, label: str, stream: Any) -> Iterator[Batch]:
+        body = stream.read()
+        try:
+            views = self._views(parse_protobuf(body), label)
+        except (RequestError, InputError) as e:
+            self.stats.problem(label, str(e))
+            return
+        yield views
+
+    def _proto_stream(self, label: str, stream: Any) -> Iterator[Batch]:
+        """The file exporter's ``format: proto``: each message after its length (4 bytes, big
+        endian)."""
+        offset = 0
+        n = 0
+        while True:
+            prefix = stream.read(4)
+            if not prefix:
+                return
+            n += 1
+            where = f"{label}: message {n} (byte {offset})"
+            if len(prefix) < 4:
+                self.stats.problem(where, "truncated length prefix at the end of the file")
+                return
+            size = int.from_bytes(prefix, "big")
+            if size > _MAX_MESSAGE:
+                self.stats.problem(where, f"length prefix {size} is not plausible; rest skipped")
+                return
+            body = stream.read(size)
+            offset += 4 + len(body)
+            if len(body) < size:
+                self.stats.problem(
+                    where, f"truncated: {len(body)} of {size} bytes at the end of the file"
+                )
+                return
+            if body.startswith(_ZSTD):
+                self.stats.problem(
+                    label,
+                    "messages are zstd-compressed (the file exporter's compression: zstd); "
+                    "this reader takes plain or gzip files",
+                )
+                return
+            try:
+                yield self._views(parse_protobuf(body), where)
+            except (RequestError, InputError) as e:
+                self.stats.problem(where, str(e))
+
+    def _json(self, label: str, stream: Any) -> Iterator[Batch]:
+        """One request per line, as the file exporter writes; or, when the first line is not a
+        whole document (a pretty-printed Jaeger or Tempo download), the file as one document."""
+        lines: Iterable[bytes] = stream
+        line_no = 0
+        first = True
+        for line in lines:
+            line_no += 1
+            text = line.strip()
+            if not text:
+                continue
+            if first:
+                first = False
+                try:
+                    document = json.loads(text)
+                except json.JSONDecodeError as e:
+                    continued = e.pos >= len(text) - 1 and text[:1] in (b"{", b"[")
+                except (UnicodeDecodeError, ValueError, RecursionError):
+                    continued = False
+                else:
+                    yield from self._one(document, f"{label}:{line_no}")
+                    continue
+                if continued:
+                    rest = text + b"\n" + stream.read()
+                    try:
+                        document = json.loads(rest)
+                    except (UnicodeDecodeError, ValueError, RecursionError):
+                        # not one document either: lines after all, the first one broken
+                        yield from self._lines(label, rest.split(b"\n"), line_no - 1)
+                        return
+                    yield from self._one(document, label)
+                    return
+            yield from self._line(text, f"{label}:{line_no}")
+        if line_no == 0:
+            self.stats.problem(label, "empty file")
+
+    def _lines(self, label: str, lines: list[bytes], before: int) -> Iterator[Batch]:
+        for n, line in enumerate(lines, before + 1):
+            text = line.strip()
+            if text:
+                yield from self._line(text, f"{label}:{n}")
+
+    def _line(self, text: bytes, where: str) -> Iterator[Batch]:
+        try:
+            document = json.loads(text)
+        except (UnicodeDecodeError, ValueError) as e:
+            self.stats.problem(where, f"not JSON: {_short(str(e))}")
+            return
+        except RecursionError:
+            self.stats.problem(where, "not JSON: nested too deeply")
+            return
+        yield from self._one(document, where)
+
+    def _one(self, document: Any, where: str) -> Iterator[Batch]:
+        try:
+            request, base64_ids = document_request(document, self.forced)
+            if base64_ids:
+                self.stats.note(f"{where}: ids in base64 (protobuf's JSON mapping) read as such")
+            views = self._views(request, where)
+        except InputError as e:
+            self.stats.problem(where, str(e))
+            return
+        except RecursionError:
+            self.stats.problem(where, "nested too deeply")
+            return
+        yield views
+
+
+def _label(name: str) -> str:
+    return "<stdin>" if name == STDIN else name
