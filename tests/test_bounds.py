@@ -167,15 +167,15 @@ def test_a_plain_span_that_ends_after_its_turn_is_counted_late() -> None:
 
 def test_the_tool_description_cache_keeps_no_huge_description() -> None:
     """Tool versions hash descriptions; a cache of 64 entries must not hold 64 x 1 MB."""
-    from loopwatch.conventions import read
+    from loopwatch.conventions import calls
 
     huge = "a tool that loops " * 60_000
-    version = read._description_hash(huge)
-    assert version == read._description_hash(huge)  # same hash, computed again
-    assert huge not in read._DESCRIPTION_HASHES
-    assert "short text" not in read._DESCRIPTION_HASHES
-    read._description_hash("short text")
-    assert "short text" in read._DESCRIPTION_HASHES
+    version = calls.description_hash(huge)
+    assert version == calls.description_hash(huge)  # same hash, computed again
+    assert huge not in calls._DESCRIPTION_HASHES
+    assert "short text" not in calls._DESCRIPTION_HASHES
+    calls.description_hash("short text")
+    assert "short text" in calls._DESCRIPTION_HASHES
 
 
 def test_a_turn_the_sink_refuses_loses_only_itself() -> None:

@@ -6,7 +6,11 @@ Reads ``execute_tool`` spans (``gen_ai.tool.name``, ``gen_ai.tool.call.arguments
 pydantic-ai 2.68 (its own instrumentation), Google ADK 2.13 (current format), Strands Agents
 1.62 and AutoGen 0.7 (its own ``execute_tool`` and ``invoke_agent`` spans)."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from loopwatch.conventions.family import ANY, Family
+from loopwatch.conventions.messages import Message, parse_messages
 
 OPERATION = "gen_ai.operation.name"
 
@@ -34,3 +38,20 @@ TOOL_NAME_PREFIXES = ("execute_tool ", "tools/call ")
 TOOL_SPAN_NAMES = frozenset({"running tool"})
 TURN_NAME_PREFIXES = ("invoke_agent", "invoke_workflow")
 TURN_SPAN_NAMES = frozenset({"agent run", "invocation"})
+
+INPUT_MESSAGES = "gen_ai.input.messages"
+OUTPUT_MESSAGES = "gen_ai.output.messages"
+
+
+def read_messages(attrs: Mapping[str, Any]) -> tuple[list[Message], list[Message] | None] | None:
+    """The history and answer of a model call (``gen_ai.input.messages`` /
+    ``gen_ai.output.messages``, with content capture on); None when the history was not
+    recorded or is not a message list."""
+    raw = attrs.get(INPUT_MESSAGES)
+    if raw is None:
+        return None
+    inputs = parse_messages(raw)
+    if inputs is None:
+        return None
+    raw_output = attrs.get(OUTPUT_MESSAGES)
+    return inputs, parse_messages(raw_output) if raw_output is not None else None

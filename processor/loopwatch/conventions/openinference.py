@@ -3,7 +3,11 @@
 Seen from openinference-instrumentation-openai-agents 2.6, -langchain 0.1.80, -smolagents 0.1.43,
 -llama-index 4.6.1, -autogen-agentchat 0.1.22, -agno 1.0.15 and -crewai 1.1.21."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from loopwatch.conventions.family import Family
+from loopwatch.conventions.messages import Message, result_role
 
 KIND = "openinference.span.kind"
 
@@ -23,3 +27,69 @@ OPENINFERENCE = Family(
     model=("llm.model_name", "llm.request.model_name", "llm.response.model_name"),
     tool_definitions=(),  # llm.tools.N.tool.json_schema, read by index in read.py
 )
+
+INPUT_MESSAGES = "llm.input_messages."
+OUTPUT_MESSAGES = "llm.output_messages."
+_FIRST_ROLE = "0.message.role"
+# read from one history at most (each message costs a few lookups; the bound keeps a hostile
+# span's index loop short)
+MAX_MESSAGES = 20_000
+
+
+def read_messages(attrs: Mapping[str, Any]) -> tuple[list[Message], list[Message] | None] | None:
+    """The history (``llm.input_messages.N.message.*``) and answer (``llm.output_messages``)
+    of an LLM span; None when the history was not recorded."""
+    if INPUT_MESSAGES + _FIRST_ROLE not in attrs:
+        return None
+    inputs = _messages(attrs, INPUT_MESSAGES)
+    outputs = _messages(attrs, OUTPUT_MESSAGES) if OUTPUT_MESSAGES + _FIRST_ROLE in attrs else None
+    return inputs, outputs
+
+
+def _messages(attrs: Mapping[str, Any], base: str) -> list[Message]:
+    found: list[Message] = []
+    for index in range(MAX_MESSAGES):
+        prefix = f"{base}{index}.message."
+        role = attrs.get(prefix + "role")
+        if role is None:
+            break
+        message = Message(str(role))
+        content = attrs.get(prefix + "content")
+        call_id = attrs.get(prefix + "tool_call_id")
+        if result_role(message.role) or call_id is not None:
+            message.results.append((call_id if isinstance(call_id, str) else None, content, None))
+        elif isinstance(content, str):
+            message.text = content
+        _contents(attrs, prefix, message)
+        _tool_calls(attrs, prefix, message)
+        found.append(message)
+    return found
+
+
+def _contents(attrs: Mapping[str, Any], prefix: str, message: Message) -> None:
+    """``message.contents.K.message_content.{type,text}``: text blocks."""
+    for index in range(MAX_MESSAGES):
+        block = f"{prefix}contents.{index}.message_content."
+        kind = attrs.get(block + "type")
+        if kind is None:
+            return
+        text = attrs.get(block + "text")
+        if kind == "text" and isinstance(text, str):
+            message.text += text
+
+
+def _tool_calls(attrs: Mapping[str, Any], prefix: str, message: Message) -> None:
+    """``message.tool_calls.M.tool_call.{id,function.name,function.arguments}``."""
+    for index in range(MAX_MESSAGES):
+        call = f"{prefix}tool_calls.{index}.tool_call."
+        name = attrs.get(call + "function.name")
+        if name is None:
+            return
+        call_id = attrs.get(call + "id")
+        message.calls.append(
+            (
+                call_id if isinstance(call_id, str) and call_id else None,
+                str(name),
+                attrs.get(call + "function.arguments"),
+            )
+        )

@@ -8,32 +8,24 @@ versions each reader was checked against are in its module's docstring and docs/
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
-from loopwatch.conventions import frameworks, genai, openllmetry, results
+from loopwatch.conventions import frameworks, genai, openinference, openllmetry, results
+from loopwatch.conventions.calls import keyed_call, read_result
 from loopwatch.conventions.family import ANY, Family
 from loopwatch.conventions.frameworks import ADK, LOGFIRE, LOGFIRE_FUNCTION_SPAN
 from loopwatch.conventions.genai import GENAI
+from loopwatch.conventions.messages import conversation
 from loopwatch.conventions.openinference import OPENINFERENCE
 from loopwatch.conventions.openllmetry import OPENLLMETRY
-from loopwatch.conventions.payloads import decode_arguments, decode_result, parse_text
+from loopwatch.conventions.payloads import decode_arguments, parse_text
+from loopwatch.conventions.tool_definitions import tool_versions
 from loopwatch.core.config import Config
-from loopwatch.core.declarations import ToolDeclaration
-from loopwatch.core.identity import (
-    MISSING,
-    WHOLE_ARGUMENTS,
-    get_path,
-    identity_hash,
-    short_hash,
-    without_free_text,
-)
-from loopwatch.core.keys import AttemptKey, attempt_key
-from loopwatch.core.outcomes import OK, classify_error, error_text_in_result, result_fingerprint
 from loopwatch.core.records import (
     GUARD_ATTRIBUTE,
     GUARD_DECISIONS,
     GUARD_EVENT,
+    Conversation,
     Link,
     LlmMark,
     Record,
@@ -41,7 +33,6 @@ from loopwatch.core.records import (
     TurnMark,
 )
 from loopwatch.core.spans import STATUS_ERROR, SpanView
-from loopwatch.core.undeclared import warn_undeclared
 
 FAMILIES = (GENAI, OPENINFERENCE, OPENLLMETRY)
 _TOOL_MARKERS = tuple(m for f in FAMILIES for m in f.tool)
@@ -61,8 +52,6 @@ _MARKER_NAMES = genai.TOOL_SPAN_NAMES | genai.TURN_SPAN_NAMES | {LOGFIRE_FUNCTIO
 # converts an OTLP span (each attribute costs a microsecond there). Never list one read above;
 # tests/test_read_keys.py checks every convention test's span against this list.
 UNREAD_PREFIXES = (
-    "llm.input_messages.",
-    "llm.output_messages.",
     "llm.token_count.",
     "llm.invocation_parameters",
     "llm.usage.",
@@ -246,9 +235,25 @@ def read_span(span: SpanView, config: Config) -> Record:
             span.start_ns,
             span.end_ns,
             _first_text(attrs, _MODEL),  # model
-            _tool_versions(attrs),  # tool_versions
+            tool_versions(attrs),  # tool_versions
+            _conversation(span, config),
         )
     return Link(span.span_id, span.parent_id, span.start_ns, span.end_ns)
+
+
+# Where each emitter family keeps a model call's messages, tested in this order.
+_MESSAGE_READERS = (genai.read_messages, openinference.read_messages)
+
+
+def _conversation(span: SpanView, config: Config) -> Conversation | None:
+    """The hand-rolled turn a model call's messages show (conventions.messages)."""
+    for read_messages in _MESSAGE_READERS:
+        found = read_messages(span.attributes)
+        if found is not None:
+            inputs, outputs = found
+            agent = _first_text(span.attributes, _TOOL_AGENT)
+            return conversation(span, config, inputs, outputs, agent)
+    return None
 
 
 def _turn_agent(span: SpanView) -> str | None:
@@ -353,120 +358,29 @@ def _error_evidence(
 
 def _tool_call(span: SpanView, config: Config, tool: str) -> ToolCall:
     attrs = span.attributes
-    declaration = config.declaration(tool)
     raw_arguments, raw_result = _raw_payloads(span)
     known, arguments = decode_arguments(raw_arguments)
     adk_disabled = frameworks.adk_content_disabled(attrs)
     if known and adk_disabled:
         known = False
-    if known:
-        warn_undeclared(tool, arguments, declaration)
-    result_known, result, envelope_error = decode_result(raw_result)
+    result_known, result, result_error, result_types, result_text = read_result(raw_result)
     if result_known and adk_disabled and frameworks.adk_result_disabled(attrs):
         result_known, result = False, None
-    result_error = envelope_error
-    result_types: list[str] = []
-    result_text = None
-    # only a mapping or a text can describe an error (a list of rows cannot)
-    if result_known:
-        if isinstance(result, str):
-            result_text = result
-            if result_error is None:
-                result_error = frameworks.framework_error_result(result) or error_text_in_result(
-                    result
-                )
-        elif isinstance(result, dict):
-            described = results.error_in_result(result)
-            if described is not None:
-                result_types.append(described[0])
-                result_error = result_error or described[1] or described[0]
-            if result_error is None:
-                result_error = error_text_in_result(result)
     errored, types, messages = _error_evidence(span, result_error, result_text, result_types)
-    if errored:
-        error_class = classify_error(types, messages)
-        outcome = error_class
-        fingerprint = "unknown"
-    else:
-        error_class = OK
-        fingerprint = result_fingerprint(result, declaration) if result_known else "unknown"
-        outcome = fingerprint if result_known else OK
     description = _first_text(attrs, _DESCRIPTION)
-    keying = _keying_declaration(arguments, declaration) if declaration is not None else None
-    key = attempt_key(tool, arguments, outcome, keying, arguments_known=known)
-    tool_version = _description_hash(description) if description else ""
-    agent = _first_text(attrs, _TOOL_AGENT)
     # (only a span with events or the attribute can carry a decision)
     guard = _guard_decision(span) if span.events or GUARD_ATTRIBUTE in attrs else None
-    failed_identity = (
-        None
-        if errored or not known or (keying is not None and keying.identity is not None)
-        else _failed_identity(arguments, key)
-    )
-    # In field order, without keywords: matching thirteen keywords costs more than the build.
-    return ToolCall(
-        span.span_id,
-        span.parent_id,
-        span.start_ns,
-        span.end_ns,
+    return keyed_call(
+        (span.span_id, span.parent_id, span.start_ns, span.end_ns),
         tool,
-        key,
-        error_class,
-        fingerprint,
-        known,
-        tool_version,
-        agent,
+        config,
+        (known, arguments),
+        (result_known, result),
+        (errored, types, messages),
+        description,
+        _first_text(attrs, _TOOL_AGENT),
         guard,
-        failed_identity,
     )
-
-
-def _failed_identity(arguments: Any, key: AttemptKey) -> str:
-    """For a successful call of an undeclared tool (``key``), the identity its arguments key to
-    had it failed (core.keys: without free text): core.layers uses it when another
-    instrumentation layer of the same call saw the failure."""
-    kept = without_free_text(arguments)
-    # Equal only when nothing was left out (a removal shortens a container): then the canonical
-    # JSON, and so the hash, is the one the call was keyed on.
-    return key.identity if kept == arguments else identity_hash(kept, None)
-
-
-_DESCRIPTION_HASHES: dict[str, str] = {}
-
-
-def _description_hash(description: str) -> str:
-    """A tool's version: the short hash of its description (the same few, over and over)."""
-    found = _DESCRIPTION_HASHES.get(description)
-    if found is None:
-        found = short_hash(description, 8)
-        if len(description) <= _VERSIONS_CACHE_TEXT:  # the cache is bounded in bytes too
-            if len(_DESCRIPTION_HASHES) >= _VERSIONS_CACHE_ENTRIES:
-                _DESCRIPTION_HASHES.clear()
-            _DESCRIPTION_HASHES[description] = found
-    return found
-
-
-_CONTAINERS = (dict, list)  # (built once: ``dict | list`` builds a new union on every call)
-
-
-def _keying_declaration(
-    arguments: Any, declaration: ToolDeclaration | None
-) -> ToolDeclaration | None:
-    """The declaration to key with: keyed on all arguments when none of the identity fields can
-    be read from the arguments (positional arguments, another shape), so that such calls do not
-    all collapse into one identity of nulls."""
-    fields = declaration.identity if declaration is not None else None
-    if declaration is None or not fields or declaration.whole_arguments:
-        return declaration
-    if not isinstance(arguments, _CONTAINERS):
-        # a bare value stands for the one declared field (core.identity), never for several
-        if len(fields) == 1:
-            return declaration
-    else:
-        for field in fields:  # (a loop, not any() over a generator: this runs per call)
-            if get_path(arguments, field) is not MISSING:
-                return declaration
-    return replace(declaration, identity=(WHOLE_ARGUMENTS,))  # built only when needed: slow
 
 
 def _guard_decision(span: SpanView) -> str | None:
@@ -477,55 +391,3 @@ def _guard_decision(span: SpanView) -> str | None:
     if decision is None:
         return None
     return decision if decision in GUARD_DECISIONS else "other"
-
-
-# An agent sends the same tool definitions with every model call: their hashes are kept, keyed
-# by the attribute's text (bounded in entries and in text length).
-_VERSIONS_CACHE: dict[tuple[Any, ...], tuple[tuple[str, str], ...]] = {}
-_VERSIONS_CACHE_ENTRIES = 64
-_VERSIONS_CACHE_TEXT = 64 * 1024
-
-
-def _tool_versions(attrs: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    """Tool name -> description hash, from the tool definitions an LLM span carries."""
-    raws = tuple(map(attrs.get, GENAI.tool_definitions))
-    if "llm.tools.0.tool.json_schema" in attrs:
-        return _read_tool_versions(attrs)
-    for raw in raws:
-        if raw is not None and not (isinstance(raw, str) and len(raw) <= _VERSIONS_CACHE_TEXT):
-            return _read_tool_versions(attrs)
-    found = _VERSIONS_CACHE.get(raws)
-    if found is None:
-        found = _read_tool_versions(attrs)
-        if len(_VERSIONS_CACHE) >= _VERSIONS_CACHE_ENTRIES:
-            _VERSIONS_CACHE.clear()
-        _VERSIONS_CACHE[raws] = found
-    return found
-
-
-def _read_tool_versions(attrs: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    found: dict[str, str] = {}
-    definitions: list[Any] = []
-    for key in GENAI.tool_definitions:
-        raw = attrs.get(key)
-        value = parse_text(raw) if isinstance(raw, str) else raw
-        if isinstance(value, dict):
-            value = value.get("function_tools")
-        if isinstance(value, list | tuple):
-            definitions.extend(value)
-    index = 0
-    while True:  # OpenInference: llm.tools.N.tool.json_schema
-        raw = attrs.get(f"llm.tools.{index}.tool.json_schema")
-        if raw is None:
-            break
-        definitions.append(parse_text(raw) if isinstance(raw, str) else raw)
-        index += 1
-    for d in definitions:
-        if not isinstance(d, dict):
-            continue
-        inner = d.get("function")
-        fn: dict[str, Any] = inner if isinstance(inner, dict) else d
-        name, description = fn.get("name"), fn.get("description")
-        if isinstance(name, str) and isinstance(description, str) and description:
-            found[name] = short_hash(description, 8)
-    return tuple(sorted(found.items()))

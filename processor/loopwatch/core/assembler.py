@@ -7,8 +7,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from loopwatch.core.config import Config
+from loopwatch.core.conversations import Conversations, Ready
 from loopwatch.core.loop_log import log_loops
 from loopwatch.core.records import Link, LlmMark, Record, ToolCall, TurnMark
 from loopwatch.core.sink import Sink
@@ -31,6 +33,7 @@ EVICT_CAPACITY = "capacity"
 EVICT_MEMORY = "memory"
 EVICT_SHUTDOWN = "shutdown"
 EVICT_REASONS = (EVICT_IDLE, EVICT_CAPACITY, EVICT_MEMORY, EVICT_SHUTDOWN)
+_START = attrgetter("start_ns")
 # How many finalized trace ids are remembered to recognise late spans.
 _FINALIZED_MEMORY_FACTOR = 4
 
@@ -53,6 +56,8 @@ def record_bytes(record: Record) -> int:
         size += len(record.tool) + len(record.agent or "") + len(record.tool_version)
     elif isinstance(record, LlmMark):
         size += len(record.model or "")
+        if record.conversation is not None:
+            size += RECORD_BYTES[ToolCall] * len(record.conversation.calls)
         versions = record.tool_versions
         if versions:
             # a list, not a generator: a Python call per element less
@@ -75,6 +80,10 @@ class _Trace:
     # parents of the records kept; in process a plain span is kept only if one of them
     referenced: set[int] = field(default_factory=set)
     turns_emitted: int = 0
+    # model calls whose messages show their turn (a hand-rolled loop), and whether any span
+    # of the trace executed a tool: its tool spans then win over the messages
+    conversing: bool = False
+    tool_spans: bool = False
     size: int = TRACE_BYTES  # estimated bytes held, counted in TurnAssembler.buffered_bytes
 
 
@@ -98,12 +107,14 @@ class TurnAssembler:
         # turns completed and not yet summarized: publish() hands them to the sink. Summarizing
         # a batch's turns together, after its spans, runs that code while it is warm in the
         # CPU's caches (see loopwatch.processor's _CHUNK).
-        self._ready: list[tuple[int, str, TurnGroup]] = []
+        self._ready: list[Ready] = []
         self.buffered_bytes = 0  # estimated, over every open trace (config.buffer_bytes)
+        self._conversations = Conversations(config.max_open_turns, config.max_spans_per_turn)
+        self._conversation_bytes = 0  # the conversations' part of buffered_bytes
 
     @property
     def open_turns(self) -> int:
-        return len(self._traces)
+        return len(self._traces) + len(self._conversations)
 
     def _charge(self, trace: _Trace, size: int) -> None:
         trace.size += size
@@ -112,8 +123,13 @@ class TurnAssembler:
     def _within_budget(self) -> None:
         """Evict the least recently seen traces until the buffers fit the byte budget (the
         callers check first whether they are over it: a call per span costs)."""
-        while self.buffered_bytes > self.config.buffer_bytes and self._traces:
-            self._close(next(iter(self._traces)), EVICT_MEMORY)
+        while self.buffered_bytes > self.config.buffer_bytes:
+            if self._conversations and 2 * self._conversation_bytes >= self.buffered_bytes:
+                self._conversations_done(self._conversations.oldest(), EVICT_MEMORY)
+            elif self._traces:
+                self._close(next(iter(self._traces)), EVICT_MEMORY)
+            else:
+                break
 
     def _trace(self, trace_id: int, service: str) -> _Trace:
         trace = self._traces.get(trace_id)
@@ -215,6 +231,11 @@ class TurnAssembler:
         records[span_id] = record
         trace.size += size
         self.buffered_bytes += size
+        kind = type(record)
+        if kind is ToolCall:
+            trace.tool_spans = True
+        elif kind is LlmMark and record.conversation is not None:  # type: ignore[union-attr]
+            trace.conversing = True
         if parent_id is None:
             trace.service = service
             if root_finalizes:
@@ -317,11 +338,41 @@ class TurnAssembler:
         records: dict[int, Record],
         evicted: str | None = None,
     ) -> None:
-        for group in split_turns(records, trace.turns_emitted == 0, trace.children):
+        conversing = trace.conversing and not trace.tool_spans
+        allow_empty = trace.turns_emitted == 0 or conversing
+        for group in split_turns(records, allow_empty, trace.children):
+            if conversing and not group.calls:
+                if self._converse(trace_id, trace.service, group):
+                    continue
+                if trace.turns_emitted:
+                    continue  # (allow_empty was only for the model calls' turns)
             trace.turns_emitted += 1
             if evicted is not None:
                 self.sink.evicted(evicted)
             self._ready.append((trace_id, trace.service, group))
+
+    def _converse(self, trace_id: int, service: str, group: TurnGroup) -> bool:
+        """Hand the group's model calls that show their turn to the open conversations; False
+        when none does (the group is then a turn of its own, as before)."""
+        marks = [m for m in group.llms if m.conversation is not None]
+        if not marks:
+            return False
+        marks.sort(key=_START)
+        now = self.clock()
+        for mark in marks:
+            done, evicted = self._conversations.add(
+                trace_id, service, mark, now, group.turn, group.root_agent
+            )
+            self._ready.extend(done)
+            for _ in range(evicted):
+                self.sink.evicted(EVICT_CAPACITY)
+        self._sync_conversation_bytes()
+        return True
+
+    def _sync_conversation_bytes(self) -> None:
+        held = self._conversations.buffered_bytes
+        self.buffered_bytes += held - self._conversation_bytes
+        self._conversation_bytes = held
 
     def publish(self) -> None:
         """Summarize the turns completed since the last call and hand them to the sink."""
@@ -371,12 +422,23 @@ class TurnAssembler:
             if trace.last_seen > deadline:
                 break
             self._close(trace_id, EVICT_IDLE)
+        if self._conversations:
+            self._conversations_done(self._conversations.sweep(deadline), EVICT_IDLE)
         self.publish()
 
     def finalize_all(self, reason: str = EVICT_SHUTDOWN) -> None:
         for trace_id in list(self._traces):
             self._close(trace_id, reason)
+        if self._conversations:
+            self._conversations_done(self._conversations.flush(), reason)
         self.publish()
+
+    def _conversations_done(self, done: list[Ready], reason: str) -> None:
+        """Open hand-rolled turns finalized before their answer came."""
+        for ready in done:
+            self.sink.evicted(reason)
+            self._ready.append(ready)
+        self._sync_conversation_bytes()
 
     def pending_roots(self) -> list[tuple[int, float]]:
         """(trace id, when its root arrived) for traces whose root has been seen."""

@@ -55,6 +55,25 @@ class TurnMark:
 
 
 @dataclass(slots=True)
+class Conversation:
+    """The turn a model call's messages show, where no span executes the tools (a hand-rolled
+    loop over a raw model SDK): the calls since the turn's user message, read from the model
+    calls' histories and joined with their results by call id."""
+
+    # the turn: a hash of the history up to its user message, and of the turn's first call id
+    key: str
+    # the model answered in text (no call requested): the turn is complete
+    final: bool
+    # in history order, each with its result where one was sent back (``span_id`` is derived
+    # from the call id, so the same call read from several model calls is one call)
+    calls: tuple[ToolCall, ...]
+    # ids of the calls this model call requested (their results come in a later call)
+    requested: frozenset[int] = frozenset()
+    answered: frozenset[int] = frozenset()  # ids of the calls whose results it was sent
+    agent: str | None = None
+
+
+@dataclass(slots=True)
 class LlmMark:
     span_id: int
     parent_id: int | None
@@ -63,6 +82,7 @@ class LlmMark:
     model: str | None
     # tool name -> short hash of its description, from tool definitions sent to the model
     tool_versions: tuple[tuple[str, str], ...] = ()
+    conversation: Conversation | None = None
 
 
 @dataclass(slots=True)

@@ -1,0 +1,252 @@
+"""Tool calls read from a model call's messages, where no span executes the tools.
+
+A hand-rolled loop over a raw model SDK has no tool span: each model call's output holds the
+calls it asks for, and the next call's input holds their results. The emitter modules turn their
+attributes into ``Message`` lists; this module makes the turn of them (core.conversations gathers
+the model calls of one turn): the history up to the last user message that is not only tool
+results (Anthropic sends results in ``user`` messages) identifies the turn, and the calls after
+it, joined with their results by call id, are its calls. A model call that requests no call
+answered in text: its turn is complete.
+
+Linear in the span: every message is read once, texts are hashed up to a bound, and at most
+``Config.max_spans_per_turn`` calls are read from one history."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopwatch.conventions.calls import keyed_call, read_result
+from loopwatch.conventions.frameworks import error_type_in_text
+from loopwatch.conventions.payloads import decode_arguments
+from loopwatch.core.config import Config
+from loopwatch.core.records import Conversation, ToolCall
+from loopwatch.core.spans import SpanView
+
+# What of each message's text identifies the turn (the history is hashed, never kept).
+_TEXT_HASHED = 1024
+_ROLES_OF_RESULTS = frozenset({"tool", "function", "ipython"})
+
+
+@dataclass(slots=True)
+class Message:
+    """One message as the emitters normalize it: its role, its text, the calls it requests
+    ``(call id, tool, arguments)`` and the results it carries ``(call id, content, is_error)``
+    (``is_error`` None where the format has no such flag)."""
+
+    role: str
+    text: str = ""
+    calls: list[tuple[str | None, str, Any]] = field(default_factory=list)
+    results: list[tuple[str | None, Any, bool | None]] = field(default_factory=list)
+
+
+def _starts_turn(message: Message) -> bool:
+    return message.role == "user" and not message.results
+
+
+def call_span_id(call_id: str) -> int:
+    """A call's stand-in span id: the same call id in every history gives the same id."""
+    digest = hashlib.blake2b(call_id.encode("utf-8", "replace"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") or 1
+
+
+def conversation(
+    span: SpanView,
+    config: Config,
+    inputs: list[Message],
+    outputs: list[Message] | None,
+    agent: str | None = None,
+) -> Conversation | None:
+    """The turn ``inputs`` (the history sent) and ``outputs`` (the answer, None when not
+    recorded) show; None when the history holds no user message."""
+    # the turn's user message: the last one that is not only tool results
+    first = -1
+    for index in range(len(inputs) - 1, -1, -1):
+        if _starts_turn(inputs[index]):
+            first = index
+            break
+    if first < 0:
+        return None
+    history = hashlib.blake2b(digest_size=12)
+    for message in inputs[: first + 1]:
+        history.update(message.role.encode("utf-8", "replace"))
+        history.update(b"\x00")
+        history.update(message.text[:_TEXT_HASHED].encode("utf-8", "replace"))
+        history.update(b"\x01")
+    limit = config.max_spans_per_turn
+    # call id -> (position, tool, arguments), in history order
+    asked: dict[str, tuple[int, str, Any]] = {}
+    answers: dict[str, tuple[Any, bool | None]] = {}
+    position = 0
+    for message in inputs[first + 1 :]:
+        for call_id, tool, arguments in message.calls:
+            if len(asked) < limit:
+                asked[_call_id(call_id, asked, position)] = (position, tool, arguments)
+            position += 1
+        for result in message.results:
+            # a result without its call id answers the oldest call still unanswered
+            answer_id = result[0] or next((c for c in asked if c not in answers), None)
+            if answer_id is not None and answer_id not in answers:
+                answers[answer_id] = (result[1], result[2])
+    requested: dict[str, tuple[int, str, Any]] = {}
+    for message in outputs or ():
+        for call_id, tool, arguments in message.calls:
+            if len(asked) + len(requested) < limit:
+                both = asked.keys() | requested.keys()
+                requested[_call_id(call_id, both, position)] = (position, tool, arguments)
+            position += 1
+    first_call = next(iter(asked), None) or next(iter(requested), "")
+    history.update(first_call.encode("utf-8", "replace"))
+    calls: list[ToolCall] = []
+    start = span.start_ns
+    for call_id, (_, tool, arguments) in asked.items():
+        answer = answers.get(call_id)
+        calls.append(_call(call_id, tool, arguments, answer, start, config))
+    for call_id, (_, tool, arguments) in requested.items():
+        calls.append(_call(call_id, tool, arguments, None, span.end_ns, config))
+    return Conversation(
+        history.hexdigest(),
+        outputs is not None and bool(outputs) and not requested,
+        tuple(calls),
+        frozenset(call_span_id(c) for c in requested),
+        frozenset(call_span_id(c) for c in answers if c in asked),
+        agent,
+    )
+
+
+def _call_id(call_id: str | None, taken: Any, position: int) -> str:
+    """The call's id; its position where it has none or repeats one already read."""
+    if call_id and call_id not in taken:
+        return call_id
+    return f"{call_id or ''}#{position}"
+
+
+def _call(
+    call_id: str,
+    tool: str,
+    raw_arguments: Any,
+    answer: tuple[Any, bool | None] | None,
+    at_ns: int,
+    config: Config,
+) -> ToolCall:
+    arguments_read = decode_arguments(raw_arguments)
+    if answer is None:
+        result_read: tuple[bool, Any] = (False, None)
+        errors: tuple[bool, list[str], list[str]] = (False, [], [])
+    else:
+        content, is_error = answer
+        known, result, error_text, types, text = read_result(content)
+        result_read = (known, result)
+        messages: list[str] = []
+        if error_text is not None:
+            messages.append(error_text)
+        elif is_error and text:
+            messages.append(text[:500])
+        types.extend(t for t in map(error_type_in_text, messages) if t)
+        errors = (bool(is_error) or error_text is not None, types, messages)
+    return keyed_call(
+        (call_span_id(call_id), None, at_ns, at_ns),
+        tool or "unknown",
+        config,
+        arguments_read,
+        result_read,
+        errors,
+    )
+
+
+def result_role(role: str) -> bool:
+    """Roles whose messages carry tool results (OpenAI ``tool``, older ``function``)."""
+    return role in _ROLES_OF_RESULTS
+
+
+# A history is one attribute: parsed whole up to this size (a JSON scan is linear), past it the
+# model call is read as if its messages were not recorded.
+MAX_HISTORY_CHARS = 8 * 1024 * 1024
+
+
+def parse_messages(raw: Any) -> list[Message] | None:
+    """A JSON list of messages (a text, or already structured) as Messages; None when it is
+    not one. Reads the GenAI conventions' ``parts``, and the OpenAI and Anthropic request
+    shapes (``tool_calls``, ``tool_call_id``; ``tool_use`` / ``tool_result`` blocks) that
+    instrumentations copy as they are."""
+    value = raw
+    if isinstance(raw, str):
+        if len(raw) > MAX_HISTORY_CHARS:
+            return None
+        try:
+            value = json.loads(raw)
+        except (ValueError, RecursionError):
+            return None
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list | tuple):
+        return None
+    return [message_from(m) for m in value if isinstance(m, Mapping)]
+
+
+def message_from(m: Mapping[str, Any]) -> Message:
+    """One message mapping, in any of the shapes parse_messages reads."""
+    message = Message(str(m.get("role") or ""))
+    parts = m.get("parts")
+    if isinstance(parts, list):
+        for part in parts:
+            if isinstance(part, Mapping):
+                _part(message, part)
+    content = m.get("content")
+    if isinstance(content, str):
+        if result_role(message.role):
+            message.results.append((_text_or_none(m.get("tool_call_id")), content, None))
+        else:
+            message.text += content
+    elif isinstance(content, list):
+        for block in content:
+            if isinstance(block, Mapping):
+                _part(message, block)
+            elif isinstance(block, str):
+                message.text += block
+    calls = m.get("tool_calls")
+    if isinstance(calls, list):
+        for call in calls:
+            if isinstance(call, Mapping):
+                function = call.get("function")
+                fn = function if isinstance(function, Mapping) else call
+                message.calls.append(
+                    (
+                        _text_or_none(call.get("id")),
+                        str(fn.get("name") or ""),
+                        fn.get("arguments", fn.get("input")),
+                    )
+                )
+    return message
+
+
+def _part(message: Message, part: Mapping[str, Any]) -> None:
+    kind = part.get("type")
+    if kind == "text":
+        text = part.get("content", part.get("text"))
+        if isinstance(text, str):
+            message.text += text
+    elif kind in ("tool_call", "tool_use", "function_call"):
+        message.calls.append(
+            (
+                _text_or_none(part.get("id") or part.get("call_id")),
+                str(part.get("name") or ""),
+                part.get("arguments", part.get("input")),
+            )
+        )
+    elif kind in ("tool_call_response", "tool_result", "function_call_output"):
+        is_error = part.get("is_error")
+        message.results.append(
+            (
+                _text_or_none(part.get("id") or part.get("tool_use_id") or part.get("call_id")),
+                part.get("response", part.get("content", part.get("output"))),
+                is_error if isinstance(is_error, bool) else None,
+            )
+        )
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

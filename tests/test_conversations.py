@@ -1,0 +1,238 @@
+"""Hand-rolled turns read from model calls' messages (no tool span anywhere).
+
+The spans are written the way the instrumentations write them (GenAI ``gen_ai.input.messages``
+JSON, OpenInference's flattened ``llm.input_messages``), through the real SDK and processor, in
+the three shapes an application gives them: each model call its own trace, each turn under one
+plain span, and every turn under one long-lived plain span. The real SDKs and instrumentations
+are driven in tests/test_handrolled.py."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+import pytest
+
+from loopwatch.core.config import Config
+from loopwatch.core.declarations import declaration_from_mapping
+from tests.helpers import S, Pipeline, span
+
+TIMEOUT_TEXT = "Error: TimeoutError: ticket service timed out after 30s"
+Msg = dict[str, Any]
+Call = tuple[str, str, dict[str, Any]]  # (id, tool, arguments)
+
+
+def _ticket(n: int) -> dict[str, Any]:
+    return {"customer_id": "c_40912", "order_id": "88214", "summary": f"refund missing, try {n}"}
+
+
+def _script() -> list[tuple[str, list[list[Call]], list[Any]]]:
+    """Three turns: (user text, the calls of each model response, each call's result)."""
+    loop = [[(f"call_t{i}", "create_ticket", _ticket(i))] for i in range(6)]
+    search = [[(f"call_s{i}", "search_orders", {"query": f"boots refund {i}"})] for i in range(4)]
+    bulk = [
+        [
+            (f"call_b{i}", "create_ticket", {**_ticket(i), "order_id": f"9000{i}"})
+            for i in range(6)
+        ]
+    ]
+    return [
+        ("Open a ticket for my missing refund", loop, [TIMEOUT_TEXT] * 6),
+        ("Find my boots order", search, [[]] * 4),
+        ("Open tickets for my six orders", bulk, [{"ticket_id": f"T-{i}"} for i in range(6)]),
+    ]
+
+
+def _genai(role: str, text: str = "", calls: list[Call] = (), results: Any = ()) -> Msg:  # type: ignore[assignment]
+    parts: list[dict[str, Any]] = []
+    if text:
+        parts.append({"type": "text", "content": text})
+    parts += [
+        {"type": "tool_call", "id": i, "name": n, "arguments": a} for i, n, a in calls
+    ]
+    parts += [
+        {"type": "tool_call_response", "id": i, "response": r} for i, r in results
+    ]
+    return {"role": role, "parts": parts}
+
+
+def genai_attributes(history: list[Msg], answer: Msg) -> dict[str, Any]:
+    return {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "gpt-scripted",
+        "gen_ai.input.messages": json.dumps(history),
+        "gen_ai.output.messages": json.dumps([answer]),
+    }
+
+
+def openinference_attributes(history: list[Msg], answer: Msg) -> dict[str, Any]:
+    attrs: dict[str, Any] = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-scripted"}
+    for base, messages in (("llm.input_messages", history), ("llm.output_messages", [answer])):
+        for n, m in enumerate(messages):
+            prefix = f"{base}.{n}.message."
+            attrs[prefix + "role"] = m["role"]
+            for part in m["parts"]:
+                if part["type"] == "text":
+                    attrs[prefix + "content"] = part["content"]
+                elif part["type"] == "tool_call":
+                    k = sum(1 for key in attrs if key.startswith(prefix + "tool_calls.")) // 3
+                    call = f"{prefix}tool_calls.{k}.tool_call."
+                    attrs[call + "id"] = part["id"]
+                    attrs[call + "function.name"] = part["name"]
+                    attrs[call + "function.arguments"] = json.dumps(part["arguments"])
+                else:
+                    attrs[prefix + "tool_call_id"] = part["id"]
+                    attrs[prefix + "content"] = json.dumps(part["response"])
+    return attrs
+
+
+def _split_results(history: list[Msg]) -> list[Msg]:
+    """OpenAI sends one ``tool`` message per result (as OpenInference records it)."""
+    out: list[Msg] = []
+    for m in history:
+        if m["role"] == "tool" and len(m["parts"]) > 1:
+            out += [{"role": "tool", "parts": [p]} for p in m["parts"]]
+        else:
+            out.append(m)
+    return out
+
+
+def run_conversation(
+    pipeline: Pipeline,
+    attributes: Callable[[list[Msg], Msg], dict[str, Any]],
+    shape: str,
+) -> None:
+    """The three turns of one conversation, each model call a span of 1 s, each tool 30 s."""
+    tracer = pipeline.tracer
+    history: list[Msg] = [_genai("system", "You are a support agent.")]
+    clock = [0]
+
+    def model_call(answer: Msg) -> None:
+        start = clock[0]
+        clock[0] += S
+        sent = _split_results(history) if attributes is openinference_attributes else history
+        with span(tracer, "chat gpt-scripted", start, clock[0], attributes(sent, answer)):
+            pass
+
+    @contextmanager
+    def plain(name: str) -> Iterator[None]:
+        with span(tracer, name, clock[0], clock[0] + 3600 * S):
+            yield
+
+    outer = plain("batch") if shape == "batch" else nullcontext()
+    with outer:
+        for user_text, responses, results in _script():
+            history.append(_genai("user", user_text))
+            inner = plain("POST /chat") if shape == "request" else nullcontext()
+            with inner:
+                answered = 0
+                for calls in responses:
+                    answer = _genai("assistant", calls=calls)
+                    model_call(answer)
+                    history.append(answer)
+                    clock[0] += 30 * S  # the tools run
+                    done = results[answered : answered + len(calls)]
+                    answered += len(calls)
+                    pairs = [(c[0], r) for c, r in zip(calls, done, strict=True)]
+                    history.append(_genai("tool", results=pairs))
+                text = _genai("assistant", "Done.")
+                model_call(text)
+                history.append(text)
+
+
+def _config() -> Config:
+    ticket = declaration_from_mapping("create_ticket", {"identity": ["customer_id", "order_id"]})
+    search = declaration_from_mapping("search_orders", {"result": "rows"})
+    return Config(tools={"create_ticket": ticket, "search_orders": search})
+
+
+FORMATS = {"genai": genai_attributes, "openinference": openinference_attributes}
+
+
+@pytest.mark.parametrize("shape", ["own_trace", "request", "batch"])
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_hand_rolled_turns_from_messages(fmt: str, shape: str) -> None:
+    p = Pipeline(config=_config())
+    run_conversation(p, FORMATS[fmt], shape)
+    assert p.value("loopwatch_turns_total") == 3  # one per user message, not per model call
+    assert p.value("loopwatch_turn_max_attempts_count") == 3
+    attempts = p.observations("loopwatch_turn_max_attempts")
+    assert attempts[1.0] == 2  # the search turn and the bulk turn
+    assert attempts[5.0] == 2 and attempts[6.0] == 3  # the loop: 6 attempts
+    assert p.value("loopwatch_loops_total") == 2
+    assert (
+        p.value(
+            "loopwatch_loops_total", tool="create_ticket", error_class="timeout", kind="repeat"
+        )
+        == 1
+    )
+    assert p.value("loopwatch_loops_total", tool="search_orders", kind="no_rows") == 1
+    streak = p.observations("loopwatch_no_rows_streak", tool="search_orders")
+    assert streak[3.0] == 0 and streak[4.0] == 1
+    calls = "loopwatch_tool_calls_total"
+    assert p.value(calls, tool="create_ticket", error_class="timeout") == 6
+    assert p.value(calls, tool="create_ticket", error_class="ok") == 6
+    assert p.value(calls, tool="search_orders", error_class="ok") == 4
+    assert p.value("loopwatch_repeat_calls_total", tool="create_ticket") == 5
+    # attempts past the third (a breaker at cap 2 stops the third): 3, each 30 s between the
+    # model calls around it
+    assert p.value("loopwatch_over_cap_seconds_total", tool="create_ticket") == 3 * 30
+    assert p.value("loopwatch_turn_max_attempts_count", model="gpt-scripted") == 3
+    assert p.value("loopwatch_open_turns") == 0
+    p.close()
+
+
+def test_tool_spans_win_over_messages() -> None:
+    """Where a span executes each tool, the messages of the same trace are not read again."""
+    p = Pipeline(config=_config())
+    tracer = p.tracer
+    history = [_genai("user", "Open a ticket")]
+    with span(tracer, "invoke_agent support", 0, 100 * S, {"gen_ai.operation.name": "invoke_agent"}):
+        for i in range(3):
+            call = (f"call_{i}", "create_ticket", _ticket(i))
+            answer = _genai("assistant", calls=[call])
+            with span(tracer, "chat", i * 10 * S, i * 10 * S + S, genai_attributes(history, answer)):
+                pass
+            history += [answer, _genai("tool", results=[(call[0], TIMEOUT_TEXT)])]
+            tool_attrs = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "create_ticket",
+                "gen_ai.tool.call.arguments": json.dumps(call[2]),
+            }
+            with span(
+                tracer,
+                "execute_tool create_ticket",
+                i * 10 * S + S,
+                i * 10 * S + 9 * S,
+                tool_attrs,
+                error=TimeoutError("timed out"),
+            ):
+                pass
+        final = _genai("assistant", "Sorry.")
+        with span(tracer, "chat", 95 * S, 96 * S, genai_attributes(history, final)):
+            pass
+    assert p.value("loopwatch_turns_total") == 1
+    assert p.value("loopwatch_tool_calls_total") == 3
+    assert p.observations("loopwatch_turn_max_attempts")[3.0] == 1
+    p.close()
+
+
+def test_an_unanswered_turn_is_finalized_at_shutdown() -> None:
+    """A loop cut off before the model answered in text still counts, once."""
+    p = Pipeline(config=_config())
+    history = [_genai("user", "Open a ticket")]
+    for i in range(4):
+        call = (f"call_{i}", "create_ticket", _ticket(i))
+        answer = _genai("assistant", calls=[call])
+        with span(p.tracer, "chat", i * 40 * S, i * 40 * S + S, genai_attributes(history, answer)):
+            pass
+        history += [answer, _genai("tool", results=[(call[0], TIMEOUT_TEXT)])]
+    assert p.value("loopwatch_turns_total") == 0
+    assert p.value("loopwatch_open_turns") == 1
+    p.processor.shutdown()
+    assert p.value("loopwatch_turns_total") == 1
+    # the last call's result never came back: three timeouts and one call without an outcome
+    assert p.value("loopwatch_tool_calls_total", error_class="timeout") == 3
+    assert p.observations("loopwatch_turn_max_attempts")[3.0] == 1
