@@ -9,6 +9,7 @@ are driven in tests/test_handrolled.py."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -33,10 +34,7 @@ def _script() -> list[tuple[str, list[list[Call]], list[Any]]]:
     loop = [[(f"call_t{i}", "create_ticket", _ticket(i))] for i in range(6)]
     search = [[(f"call_s{i}", "search_orders", {"query": f"boots refund {i}"})] for i in range(4)]
     bulk = [
-        [
-            (f"call_b{i}", "create_ticket", {**_ticket(i), "order_id": f"9000{i}"})
-            for i in range(6)
-        ]
+        [(f"call_b{i}", "create_ticket", {**_ticket(i), "order_id": f"9000{i}"}) for i in range(6)]
     ]
     return [
         ("Open a ticket for my missing refund", loop, [TIMEOUT_TEXT] * 6),
@@ -49,12 +47,8 @@ def _genai(role: str, text: str = "", calls: list[Call] = (), results: Any = ())
     parts: list[dict[str, Any]] = []
     if text:
         parts.append({"type": "text", "content": text})
-    parts += [
-        {"type": "tool_call", "id": i, "name": n, "arguments": a} for i, n, a in calls
-    ]
-    parts += [
-        {"type": "tool_call_response", "id": i, "response": r} for i, r in results
-    ]
+    parts += [{"type": "tool_call", "id": i, "name": n, "arguments": a} for i, n, a in calls]
+    parts += [{"type": "tool_call_response", "id": i, "response": r} for i, r in results]
     return {"role": role, "parts": parts}
 
 
@@ -163,9 +157,7 @@ def test_hand_rolled_turns_from_messages(fmt: str, shape: str) -> None:
     assert attempts[5.0] == 2 and attempts[6.0] == 3  # the loop: 6 attempts
     assert p.value("loopwatch_loops_total") == 2
     assert (
-        p.value(
-            "loopwatch_loops_total", tool="create_ticket", error_class="timeout", kind="repeat"
-        )
+        p.value("loopwatch_loops_total", tool="create_ticket", error_class="timeout", kind="repeat")
         == 1
     )
     assert p.value("loopwatch_loops_total", tool="search_orders", kind="no_rows") == 1
@@ -189,11 +181,15 @@ def test_tool_spans_win_over_messages() -> None:
     p = Pipeline(config=_config())
     tracer = p.tracer
     history = [_genai("user", "Open a ticket")]
-    with span(tracer, "invoke_agent support", 0, 100 * S, {"gen_ai.operation.name": "invoke_agent"}):
+    with span(
+        tracer, "invoke_agent support", 0, 100 * S, {"gen_ai.operation.name": "invoke_agent"}
+    ):
         for i in range(3):
             call = (f"call_{i}", "create_ticket", _ticket(i))
             answer = _genai("assistant", calls=[call])
-            with span(tracer, "chat", i * 10 * S, i * 10 * S + S, genai_attributes(history, answer)):
+            with span(
+                tracer, "chat", i * 10 * S, i * 10 * S + S, genai_attributes(history, answer)
+            ):
                 pass
             history += [answer, _genai("tool", results=[(call[0], TIMEOUT_TEXT)])]
             tool_attrs = {
@@ -236,3 +232,26 @@ def test_an_unanswered_turn_is_finalized_at_shutdown() -> None:
     # the last call's result never came back: three timeouts and one call without an outcome
     assert p.value("loopwatch_tool_calls_total", error_class="timeout") == 3
     assert p.observations("loopwatch_turn_max_attempts")[3.0] == 1
+
+
+@pytest.mark.parametrize("shape", ["own_trace", "request"])
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_the_service_counts_what_the_processor_counts(fmt: str, shape: str) -> None:
+    """The same spans over OTLP/gRPC to ``loopwatch serve``'s pipeline: every sample equal."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from tests.test_service_support import running, settle, snapshot
+
+    config = replace(_config(), grace_seconds=0.0)
+    with running(config) as service:
+        assert service.bound
+        p = Pipeline(config=config)
+        exporter = OTLPSpanExporter(endpoint=service.bound.grpc, insecure=True)
+        p.provider.add_span_processor(SimpleSpanProcessor(exporter))
+        run_conversation(p, FORMATS[fmt], shape)
+        p.flush()
+        settle(service)
+        assert p.value("loopwatch_turns_total") == 3
+        assert snapshot(service.registry) == snapshot(p.registry)
+        p.close()

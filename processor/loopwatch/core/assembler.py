@@ -360,9 +360,13 @@ class TurnAssembler:
         marks.sort(key=_START)
         now = self.clock()
         for mark in marks:
-            done, evicted = self._conversations.add(
+            added = self._conversations.add(
                 trace_id, service, mark, now, group.turn, group.root_agent
             )
+            if added is None:
+                self.sink.late()
+                continue
+            done, evicted = added
             self._ready.extend(done)
             for _ in range(evicted):
                 self.sink.evicted(EVICT_CAPACITY)

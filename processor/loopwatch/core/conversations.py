@@ -44,6 +44,9 @@ class Conversations:
         self.limit = limit
         self.max_calls = max_calls
         self._open: OrderedDict[str, _Open] = OrderedDict()  # least recently seen first
+        # turns finalized lately: a model call of one arriving late (the service takes spans
+        # in any order) is late, not the start of a second turn
+        self._done: OrderedDict[str, None] = OrderedDict()
         self.buffered_bytes = 0
 
     def __len__(self) -> int:
@@ -57,10 +60,13 @@ class Conversations:
         now: float,
         turn: TurnMark | None = None,
         agent: str | None = None,
-    ) -> tuple[list[Ready], int]:
-        """Take one model call with a conversation: ``(turns completed, turns evicted)``."""
+    ) -> tuple[list[Ready], int] | None:
+        """Take one model call with a conversation: ``(turns completed, turns evicted)``; None
+        for a model call of a turn already finalized."""
         conversation = mark.conversation
         assert conversation is not None
+        if conversation.key in self._done:
+            return None
         evicted: list[Ready] = []
         entry = self._open.get(conversation.key)
         if entry is None:
@@ -108,6 +114,9 @@ class Conversations:
     def _pop(self, key: str) -> Ready:
         entry = self._open.pop(key)
         self.buffered_bytes -= entry.size
+        self._done[key] = None
+        while len(self._done) > 4 * self.limit:
+            self._done.popitem(last=False)
         return entry.trace_id, entry.service, _group(entry)
 
     def sweep(self, deadline: float) -> list[Ready]:
