@@ -9,16 +9,16 @@ are driven in tests/test_handrolled.py."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import declaration_from_mapping
-from tests.helpers import S, Pipeline, span
+from tests.helpers import Pipeline, S, span
 
 TIMEOUT_TEXT = "Error: TimeoutError: ticket service timed out after 30s"
 Msg = dict[str, Any]
