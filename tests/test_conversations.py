@@ -255,3 +255,69 @@ def test_the_service_counts_what_the_processor_counts(fmt: str, shape: str) -> N
         assert p.value("loopwatch_turns_total") == 3
         assert snapshot(service.registry) == snapshot(p.registry)
         p.close()
+
+
+def _read(history: Any, answer: Any = None) -> Any:
+    from loopwatch.conventions.read import read_span
+    from loopwatch.core.spans import SpanView
+
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": history}
+    if answer is not None:
+        attrs["gen_ai.output.messages"] = answer
+    return read_span(SpanView(1, 2, None, "chat", 0, 1, attrs), _config())
+
+
+def test_bad_histories_are_harmless() -> None:
+    user = _genai("user", "hi")
+    # truncated or not a message list: read as a model call whose messages were not recorded
+    assert _read('[{"role": "user", "parts": [').conversation is None
+    assert _read('"just text"').conversation is None
+    assert _read(json.dumps([{"role": "tool", "parts": []}])).conversation is None  # no user
+    # a result whose call is not in the history: no call
+    orphan = _genai("tool", results=[("nobody", [])])
+    mark = _read(json.dumps([user, orphan]), json.dumps([_genai("assistant", "ok")]))
+    assert mark.conversation.final and mark.conversation.calls() == ()
+    # calls without ids, and an id used twice: each call counted, results joined in order
+    calls = [("", "search_orders", {"query": "a"}), ("", "search_orders", {"query": "b"})]
+    twice = [("dup", "search_orders", {"query": "c"}), ("dup", "search_orders", {"query": "d"})]
+    history = [
+        user,
+        _genai("assistant", calls=calls),
+        {"role": "tool", "parts": [{"type": "tool_call_response", "response": []}] * 2},
+        _genai("assistant", calls=twice),
+        _genai("tool", results=[("dup", [])]),
+    ]
+    built = _read(json.dumps(history)).conversation.calls()
+    assert [c.tool for c in built] == ["search_orders"] * 4
+    assert [c.result for c in built] == ["empty", "empty", "empty", "unknown"]
+    assert len({c.span_id for c in built}) == 4
+
+
+def test_anthropic_results_in_user_messages_do_not_start_a_turn() -> None:
+    """Anthropic's request shape: ``tool_use`` blocks, results as ``tool_result`` blocks (with
+    ``is_error``) inside ``user`` messages."""
+    history = [
+        {"role": "user", "content": "Open a ticket"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "create_ticket", "input": _ticket(1)}
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": "ticket service timed out after 30s",
+                    "is_error": True,
+                }
+            ],
+        },
+    ]
+    mark = _read(json.dumps(history), json.dumps([{"role": "assistant", "content": "Sorry"}]))
+    conversation = mark.conversation
+    assert conversation.final
+    (call,) = conversation.calls()
+    assert (call.tool, call.error_class) == ("create_ticket", "timeout")

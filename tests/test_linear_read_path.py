@@ -7,6 +7,7 @@ that grows with the input. No wall-clock bound."""
 from __future__ import annotations
 
 import ast
+import json
 import importlib
 import pkgutil
 import re
@@ -264,3 +265,29 @@ def test_past_the_cap_a_message_costs_no_more() -> None:
 
     # the linear pass over the huge text is 64 times the short one's; classifying is not
     assert _ratio(classify, huge) * 8 < _ratio(classify, short)
+
+
+def _history(n: int) -> str:
+    """A hand-rolled turn's history of about ``n`` characters: calls and their results, with
+    repeated and missing call ids among them."""
+    user = {"role": "user", "parts": [{"type": "text", "content": "hi"}]}
+    messages: list[dict[str, object]] = [user]
+    size, i = 0, 0
+    while size < n:
+        call_id = f"c{i % 7}" if i % 3 else ""  # repeats, and none at all
+        call = {"type": "tool_call", "id": call_id, "name": "t", "arguments": {"q": i}}
+        result = {"type": "tool_call_response", "id": call_id, "response": []}
+        messages += [{"role": "assistant", "parts": [call]}, {"role": "tool", "parts": [result]}]
+        size += 160
+        i += 1
+    return json.dumps(messages)
+
+
+def _read_history(text: str) -> object:
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": text}
+    return read_span(SpanView(1, 2, None, "chat", 0, 1, attrs), Config())
+
+
+def test_a_model_calls_history_is_read_in_linear_time() -> None:
+    ratio, growth = _growth(_read_history, _history, 20_000)
+    assert growth <= MAX_GROWTH, (ratio, growth)

@@ -100,17 +100,20 @@ def conversation(
             position += 1
     first_call = next(iter(asked), None) or next(iter(requested), "")
     history.update(first_call.encode("utf-8", "replace"))
-    calls: list[ToolCall] = []
-    start = span.start_ns
-    for call_id, (_, tool, arguments) in asked.items():
-        answer = answers.get(call_id)
-        calls.append(_call(call_id, tool, arguments, answer, start, config))
-    for call_id, (_, tool, arguments) in requested.items():
-        calls.append(_call(call_id, tool, arguments, None, span.end_ns, config))
+
+    start, end = span.start_ns, span.end_ns  # (the closure keeps no span)
+
+    def calls() -> tuple[ToolCall, ...]:
+        return (
+            *(_call(c, t, a, answers.get(c), start, config) for c, (_, t, a) in asked.items()),
+            *(_call(c, t, a, None, end, config) for c, (_, t, a) in requested.items()),
+        )
+
     return Conversation(
         history.hexdigest(),
         outputs is not None and bool(outputs) and not requested,
-        tuple(calls),
+        calls,
+        len(asked) + len(requested),
         frozenset(call_span_id(c) for c in requested),
         frozenset(call_span_id(c) for c in answers if c in asked),
         agent,

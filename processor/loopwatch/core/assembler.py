@@ -57,7 +57,7 @@ def record_bytes(record: Record) -> int:
     elif isinstance(record, LlmMark):
         size += len(record.model or "")
         if record.conversation is not None:
-            size += RECORD_BYTES[ToolCall] * len(record.conversation.calls)
+            size += RECORD_BYTES[ToolCall] * record.conversation.size
         versions = record.tool_versions
         if versions:
             # a list, not a generator: a Python call per element less

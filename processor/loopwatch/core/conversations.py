@@ -94,7 +94,7 @@ class Conversations:
         assert conversation is not None
         calls = entry.calls
         before = len(calls)
-        for call in conversation.calls:
+        for call in conversation.calls():
             known = calls.get(call.span_id)
             # a later history may carry the result an earlier one lacked; never the reverse
             if known is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from loopwatch.core.keys import AttemptKey
@@ -64,9 +65,11 @@ class Conversation:
     key: str
     # the model answered in text (no call requested): the turn is complete
     final: bool
-    # in history order, each with its result where one was sent back (``span_id`` is derived
-    # from the call id, so the same call read from several model calls is one call)
-    calls: tuple[ToolCall, ...]
+    # builds the calls, in history order, each with its result where one was sent back
+    # (``span_id`` is derived from the call id, so the same call read from several model calls
+    # is one call); built only for a turn read from messages (tool spans usually win)
+    calls: Callable[[], tuple[ToolCall, ...]]
+    size: int  # how many calls ``calls`` builds
     # ids of the calls this model call requested (their results come in a later call)
     requested: frozenset[int] = frozenset()
     answered: frozenset[int] = frozenset()  # ids of the calls whose results it was sent
