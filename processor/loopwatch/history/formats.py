@@ -13,7 +13,6 @@ import base64
 import binascii
 import contextlib
 import glob
-import gzip
 import io
 import json
 import os
@@ -133,6 +132,40 @@ class _Counting(io.RawIOBase):
         n = len(data)
         buffer[:n] = data
         self.stats.bytes_read += n
+        return n
+
+
+class _Gunzip(io.RawIOBase):
+    """gzip (one member or several) decompressed as it is read; data that ends before the
+    compressed stream does sets ``truncated`` and reads as the end, so everything before the
+    cut is still read."""
+
+    def __init__(self, inner: IO[bytes]) -> None:
+        self.inner = inner
+        self._z = zlib.decompressobj(wbits=31)
+        self._out = b""
+        self._started = False  # a member is under way
+        self.truncated = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._out:
+            chunk = self._z.unused_data or self.inner.read(1 << 16)
+            if self._z.unused_data:
+                self._z = zlib.decompressobj(wbits=31)  # the next member
+            if not chunk:
+                if self._started and not self._z.eof:
+                    self.truncated = True
+                return 0
+            self._started = True
+            self._out = self._z.decompress(chunk)
+            if self._z.eof and not self._z.unused_data:
+                self._started = False
+        n = min(len(buffer), len(self._out))
+        buffer[:n] = self._out[:n]
+        self._out = self._out[n:]
         return n
 
 
@@ -461,7 +494,7 @@ class Reader:
                     yield from self._file(name, stream)
             except OSError as e:
                 self.stats.problem(_label(name), f"cannot read: {e.strerror or e}")
-            except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+            except zlib.error as e:
                 self.stats.problem(_label(name), f"compressed data is truncated or corrupt ({e})")
             if self.stats.spans > before:
                 self.stats.files_read += 1
@@ -469,9 +502,16 @@ class Reader:
     def _file(self, name: str, stream: Any) -> Iterator[Batch]:
         label = _label(name)
         head = _peek(stream, 4)
+        gunzip = None
         if head.startswith(_GZIP):
-            stream = io.BufferedReader(gzip.GzipFile(fileobj=stream), buffer_size=1 << 20)
+            gunzip = _Gunzip(stream)
+            stream = io.BufferedReader(gunzip, buffer_size=1 << 20)
             head = _peek(stream, 4)
+        yield from self._content(label, stream, head)
+        if gunzip is not None and gunzip.truncated:
+            self.stats.problem(label, "compressed data is truncated (read up to the cut)")
+
+    def _content(self, label: str, stream: Any, head: bytes) -> Iterator[Batch]:
         if head.startswith(_ZSTD):
             self.stats.problem(
                 label,

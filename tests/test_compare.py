@@ -1,0 +1,176 @@
+"""``loopwatch compare``: eval runs of 200 turns written as the Collector's file exporter writes
+them, from real SDK spans. A candidate where one turn in 20 loops at 3-4 attempts exits 1
+against a clean or a slightly noisy baseline, naming the tool, error class, kind and the new
+model; a neutral candidate exits 0; unreadable input exits 2. The test's false-alarm rate on
+identical distributions is measured on many seeds."""
+
+from __future__ import annotations
+
+import json
+import random
+from fractions import Fraction
+from math import comb
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from loopwatch.cli import main
+from loopwatch.demo.emit import emit_turn
+from loopwatch.demo.scenarios import Turn, flaky, healthy
+from loopwatch.history.compare import DEFAULT_ALPHA, compare, fisher_greater
+from loopwatch.history.report import Report
+from tests.helpers import S
+from tests.history import turn_summary
+from tests.test_replay_support import batches, write_collector_json
+
+TURNS = 200
+SEEDS = (1, 2, 3)
+RETRY = 0.05  # turns that retry once (2 attempts: not a loop)
+NOISY = 0.005  # a slightly noisy baseline: 0.5% of turns loop at 3 attempts
+
+
+def eval_turns(
+    seed: int, model: str, loop_every: int = 0, noise: float = 0.0, turns: int = TURNS
+) -> list[Turn]:
+    """An eval run: healthy turns and retries; with ``loop_every``, one turn in each block of
+    that many loops at 3-4 attempts (at a random place in the block); with ``noise``, that
+    share of turns loops at 3 attempts at random."""
+    rng = random.Random(seed)
+    out: list[Turn] = []
+    looping_at = -1
+    for i in range(turns):
+        if loop_every and i % loop_every == 0:
+            looping_at = i + rng.randrange(loop_every)
+        r = rng.random()
+        if i == looping_at:  # flaky(attempts=n): n-1 timeouts on one key, then success
+            out.append(flaky(rng, model, attempts=rng.choice((3, 4)) + 1))
+        elif r < noise:
+            out.append(flaky(rng, model, attempts=4))
+        elif r < noise + RETRY:
+            out.append(flaky(rng, model, attempts=2))
+        else:
+            out.append(healthy(rng, model))
+    return out
+
+
+def write_run(path: Path, turns: list[Turn]) -> Path:
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("eval")
+    t = 1_767_225_600 * S
+    for turn in turns:
+        t = emit_turn(tracer, turn, t) + S
+    provider.shutdown()
+    return write_collector_json(path, batches(memory.get_finished_spans(), size=200))
+
+
+def _compare(
+    capsys: pytest.CaptureFixture[str], base: Path, cand: Path, *args: str
+) -> tuple[int, str]:
+    code = main(["compare", str(base), str(cand), *args])
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    return code, captured.out
+
+
+def test_fisher_exact_matches_the_hypergeometric_sum() -> None:
+    def exact(a: int, n1: int, b: int, n2: int) -> float:
+        k, n = a + b, n1 + n2
+        total = sum(Fraction(comb(k, x) * comb(n - k, n1 - x)) for x in range(a, min(k, n1) + 1))
+        return float(total / comb(n, n1))
+
+    for case in [(10, 200, 0, 200), (11, 200, 1, 200), (3, 200, 2, 200), (0, 50, 4, 60)]:
+        assert fisher_greater(*case) == pytest.approx(exact(*case), rel=1e-9)
+    assert fisher_greater(10, 200, 0, 200) < 0.001
+    assert fisher_greater(2, 200, 2, 200) > 0.5
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("noise", [0.0, NOISY], ids=["clean", "noisy"])
+def test_a_regressing_eval_run_exits_1_and_a_neutral_one_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], seed: int, noise: float
+) -> None:
+    base = write_run(tmp_path / "base.json", eval_turns(seed, "m-old", noise=noise))
+    neutral = write_run(tmp_path / "neutral.json", eval_turns(100 + seed, "m-new", noise=noise))
+    regress = write_run(
+        tmp_path / "regress.json", eval_turns(200 + seed, "m-new", loop_every=20, noise=noise)
+    )
+    code, out = _compare(capsys, base, neutral)
+    assert code == 0, out
+    assert "no regression" in out
+    code, out = _compare(capsys, base, regress)
+    assert code == 1, out
+    verdict = out.strip().splitlines()[-1]
+    assert verdict.startswith("REGRESSION: create_ticket timeout repeat (agent support)")
+    assert "model m-new (new)" in verdict
+
+
+def test_json_and_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = write_run(tmp_path / "base.json", eval_turns(1, "m-old"))
+    regress = write_run(tmp_path / "regress.json", eval_turns(2, "m-new", loop_every=20))
+    summary = tmp_path / "summary.md"
+    code, out = _compare(capsys, base, regress, "--json", "--markdown", str(summary))
+    assert code == 1
+    document = json.loads(out)
+    assert document["regression"] is True
+    (cell,) = [c for c in document["cells"] if c["regression"]]
+    assert (cell["tool"], cell["error_class"], cell["kind"]) == (
+        "create_ticket",
+        "timeout",
+        "repeat",
+    )
+    assert cell["candidate"]["loops"] == 10  # one in 20 of 200 turns
+    assert cell["baseline"]["loops"] == 0
+    assert cell["models"] == [{"model": "m-new", "turns": 10, "new": True}]
+    assert document["new_models"] == [{"agent": "support", "model": "m-new"}]
+    markdown = summary.read_text()
+    assert markdown.startswith("## loopwatch compare: ❌ loop regression\n")
+    assert "| support | `create_ticket` | timeout | repeat | 0/" in markdown
+    assert "**regression**: model m-new (new)" in markdown
+    for secret in ("c_", "Refund question", "order "):
+        assert secret not in markdown and secret not in out
+
+
+def test_unreadable_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = write_run(tmp_path / "base.json", eval_turns(1, "m-old", turns=20))
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"")
+    code = main(["compare", str(base), str(empty)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "candidate: skipped" in err and "empty file" in err
+    assert "no spans could be read from the candidate" in err
+    assert "Traceback" not in err
+
+
+# -- the false-alarm rate ---------------------------------------------------------------------
+def simulated_report(rng: random.Random, p3: float, turns: int = TURNS) -> Report:
+    """A run's report from turn summaries of loopwatch's core: ``p3`` of turns loop at 3
+    attempts on create_ticket, 5% retry once."""
+    report = Report()
+    for _ in range(turns):
+        r = rng.random()
+        attempts = 3 if r < p3 else 2 if r < p3 + RETRY else 1
+        report.add(turn_summary("m-1", "v-1", attempts))
+    return report
+
+
+def false_alarm_rate(p3: float, seeds: int, alpha: float = DEFAULT_ALPHA) -> float:
+    alarms = 0
+    for seed in range(seeds):
+        rng = random.Random(seed)
+        base, cand = simulated_report(rng, p3), simulated_report(rng, p3)
+        alarms += bool(compare(base, cand, alpha).regressions)
+    return alarms / seeds
+
+
+@pytest.mark.parametrize("p3", [0.005, 0.02, 0.05])
+def test_false_alarm_rate_on_identical_distributions_is_below_alpha(p3: float) -> None:
+    rate = false_alarm_rate(p3, seeds=400)
+    print(f"false alarms at a {p3:.1%} loop share, 200 turns each, 400 seeds: {rate:.2%}")
+    assert rate <= DEFAULT_ALPHA

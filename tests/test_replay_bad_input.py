@@ -1,0 +1,208 @@
+"""``loopwatch replay`` on bad input: every case a clear message naming the file (and line),
+never a traceback; the good rest is read; exit 2 only when nothing could be read."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf import json_format
+
+from loopwatch.cli import main
+from tests.test_replay_support import (
+    batches,
+    collector_json_line,
+    incident_turns,
+    record,
+    replay_registry,
+    write_collector_json,
+    write_collector_proto,
+)
+from tests.test_service_support import snapshot
+
+
+@pytest.fixture(scope="module")
+def recorded() -> tuple[list[Any], dict[Any, float]]:
+    spans, p = record(incident_turns(random.Random(3)))
+    expected = snapshot(p.registry)
+    p.close()
+    return spans, expected
+
+
+def _replay(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["replay", "--no-progress", *args])
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+    return code, captured.out, captured.err
+
+
+def test_a_corrupt_and_a_truncated_line_are_skipped_and_named(
+    recorded: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spans, expected = recorded
+    lines = [collector_json_line(r) for r in batches(spans)]
+    path = tmp_path / "t.json"
+    # a corrupt line third, and a last line cut off as by a crash while writing
+    tail = collector_json_line(batches(spans[:3])[0])
+    path.write_bytes(b"".join([*lines[:2], b"{not json\n", *lines[2:], tail[: len(tail) // 2]]))
+    registry, outcome = replay_registry([path])
+    assert snapshot(registry) == expected  # every good line read, nothing counted twice
+    assert outcome.stats.skipped == 2
+    code, out, err = _replay(capsys, str(path))
+    assert code == 0
+    assert f"skipped {path}:3: not JSON" in err
+    assert f"skipped {path}:{len(lines) + 2}: not JSON" in err
+    assert "(2 skipped)" in out
+
+
+def test_empty_wrong_and_missing_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"")
+    code, _, err = _replay(capsys, str(empty))
+    assert code == 2
+    assert f"skipped {empty}: empty file" in err
+    assert "no spans could be read" in err
+
+    picture = tmp_path / "photo.png"
+    picture.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    code, _, err = _replay(capsys, str(picture))
+    assert code == 2
+    assert "not a trace file (OTLP JSON or protobuf, Jaeger or Tempo JSON" in err
+
+    other = tmp_path / "metrics.json"
+    other.write_text(json.dumps({"resourceMetrics": []}) + "\n")
+    code, _, err = _replay(capsys, str(other))
+    assert code == 2
+    assert f"{other}:1: not a trace document (OTLP JSON, Jaeger or Tempo); its keys: " in err
+
+    code, _, err = _replay(capsys, str(tmp_path / "nowhere.json"), str(tmp_path / "*.none"))
+    assert code == 2
+    assert "nowhere.json: no such file or directory" in err
+    assert "*.none: no file matches this pattern" in err
+
+
+def test_one_good_file_among_bad_ones_is_read(
+    recorded: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spans, _ = recorded
+    (tmp_path / "0-empty.json").write_bytes(b"")
+    write_collector_json(tmp_path / "1-good.json", batches(spans))
+    code, out, err = _replay(capsys, str(tmp_path))
+    assert code == 0
+    assert "1 of 2 files" in out
+    assert "0-empty.json: empty file" in err
+
+
+def test_base64_ids_beside_hex_ids(recorded: Any, tmp_path: Path) -> None:
+    """protobuf's JSON mapping (base64 ids) on some lines, the OTLP file format (hex) on the
+    others: each id is read as its length says, with a note."""
+    spans, expected = recorded
+    requests = batches(spans)
+    lines = []
+    for n, request in enumerate(requests):
+        if n % 2:
+            lines.append(json.dumps(json_format.MessageToDict(request)).encode() + b"\n")
+        else:
+            lines.append(collector_json_line(request))
+    path = tmp_path / "mixed.json"
+    path.write_bytes(b"".join(lines))
+    registry, outcome = replay_registry([path])
+    assert snapshot(registry) == expected
+    assert any("ids in base64 (protobuf's JSON mapping)" in note for note in outcome.stats.notes)
+
+
+def test_bad_ids_and_malformed_structure_name_the_span(
+    recorded: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spans, _ = recorded
+    good = collector_json_line(batches(spans[:5])[0])
+    document = json.loads(good)
+    document["resourceSpans"][0]["scopeSpans"][0]["spans"][1]["spanId"] = "zz" * 8
+    broken = json.dumps(document).encode() + b"\n"
+    structure = b'{"resourceSpans": "not a list"}\n'
+    path = tmp_path / "t.json"
+    path.write_bytes(good + broken + structure + b"[1, 2]\n")
+    code, _, err = _replay(capsys, str(path))
+    assert code == 0
+    assert "t.json:2: resourceSpans[0].scopeSpans[0].spans[1].spanId: not a hex or base64 id" in err
+    assert "t.json:3: resourceSpans: expected an array" in err
+    assert "t.json:4: not a trace document: a JSON list, not an object" in err
+
+
+def test_missing_parents_are_finalized_at_the_end_with_a_message(
+    recorded: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spans, _ = recorded
+    without_roots = [s for s in spans if s.parent is not None]
+    path = write_collector_json(tmp_path / "t.json", batches(without_roots))
+    _, outcome = replay_registry([path])
+    assert outcome.report.turns == 36  # each trace's tool calls still make its turn
+    # the last ones at the end of input, the earlier ones after the idle timeout of span time
+    rootless, idle = outcome.replay.rootless_at_end, outcome.report.evicted["idle"]
+    assert rootless > 0 and idle > 0 and rootless + idle == 36
+    code, _, err = _replay(capsys, str(path))
+    assert code == 0
+    assert f"{rootless} traces had no root span in the input (a parent span missing)" in err
+    assert f"{idle} turns were finalized after the idle timeout" in err
+
+
+def test_truncated_compressed_and_protobuf_files(
+    recorded: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spans, _ = recorded
+    requests = batches(spans)
+    gz = write_collector_json(tmp_path / "t.json.gz", requests, compress=True)
+    gz.write_bytes(gz.read_bytes()[:-200])
+    code, _, err = _replay(capsys, str(gz))
+    assert code == 0  # the lines before the cut are read
+    assert f"{gz}: compressed data is truncated (read up to the cut)" in err
+
+    proto = write_collector_proto(tmp_path / "t.binpb", requests)
+    proto.write_bytes(proto.read_bytes()[:-100])
+    code, _, err = _replay(capsys, str(proto))
+    assert code == 0
+    assert f"{proto}: message {len(requests)} (byte " in err
+    assert "truncated:" in err
+
+    zstd = tmp_path / "t.json.zst"
+    zstd.write_bytes(b"\x28\xb5\x2f\xfd" + bytes(32))
+    code, _, err = _replay(capsys, str(zstd))
+    assert code == 2
+    assert "zstd-compressed; decompress it first: zstd -dc FILE | loopwatch replay -" in err
+
+    single = tmp_path / "one.pb"
+    single.write_bytes(b"\x0a\xff\xff\xff\x0f" + bytes(10))
+    code, _, err = _replay(capsys, str(single))
+    assert code == 2
+    assert f"{single}: not an OTLP protobuf trace request" in err
+
+
+def test_stdin_and_a_bad_config(recorded: Any, tmp_path: Path) -> None:
+    spans, _ = recorded
+    data = gzip.compress(b"".join(collector_json_line(r) for r in batches(spans)))
+    done = subprocess.run(
+        [sys.executable, "-m", "loopwatch.cli", "replay", "-", "--json"],
+        input=data,
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["input"]["spans"] == len(spans)
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[defaults\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "loopwatch.cli", "replay", "-", "--config", str(bad)],
+        input=data,
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.decode().startswith("loopwatch replay: ")
+    assert b"Traceback" not in done.stderr
