@@ -166,3 +166,39 @@ def test_command_summary_and_json(recorded, tmp_path: Path, capsys) -> None:  # 
     text = json.dumps(document)
     for secret in ("c_40912", "88214", "boots", "refund"):
         assert secret not in text
+
+
+def test_the_json_fast_path_builds_the_services_span_views(recorded) -> None:  # type: ignore[no-untyped-def]
+    """replay reads the file exporter's JSON without protobuf's ParseDict; every span view is
+    the one the service's OTLP/JSON conversion builds, for every kind of attribute value."""
+    from loopwatch.history.formats import fast_views, otlp_request
+    from loopwatch.service.otlp import span_views
+    from tests.test_replay_support import collector_json_line
+
+    spans, _ = recorded
+    lines = [collector_json_line(r) for r in batches(spans)]
+    # every AnyValue kind, an event, a status message, a remote parent, base64 ids
+    document = json.loads(lines[0])
+    span = document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    span["attributes"] += [
+        {"key": "x.int", "value": {"intValue": "-12"}},
+        {"key": "x.double", "value": {"doubleValue": 1.5}},
+        {"key": "x.nan", "value": {"doubleValue": "NaN"}},
+        {"key": "x.bool", "value": {"boolValue": False}},
+        {"key": "x.bytes", "value": {"bytesValue": "AAEC"}},
+        {"key": "x.empty", "value": {}},
+        {"key": "x.none"},
+        {"key": "x.array", "value": {"arrayValue": {"values": [{"stringValue": "a"}, {}]}}},
+        {"key": "x.kv", "value": {"kvlistValue": {"values": [{"key": "k", "value": {}}]}}},
+        {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "7"}},
+    ]
+    span["events"] = [{"timeUnixNano": "5", "name": "e", "attributes": [span["attributes"][0]]}]
+    span["status"] = {"code": "STATUS_CODE_ERROR", "message": "boom"}
+    span["flags"] = 0x300
+    span["parentSpanId"] = "00000000000000aa"
+    for line in [json.dumps(document).encode(), *lines]:
+        fast, rejected, _ = fast_views(json.loads(line))
+        request, _ = otlp_request(json.loads(line))
+        strict = span_views(request)
+        assert rejected == strict.rejected
+        assert [repr(v) for v in fast] == [repr(v) for v in strict.spans]
