@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from loopwatch.core.config import Config
-from loopwatch.history.replay import Outcome, add_input_arguments, input_lines, load, run_replay
+from loopwatch.history.replay import (
+    Outcome,
+    add_input_arguments,
+    input_lines,
+    load,
+    run_replay,
+    stdout_gone,
+)
 from loopwatch.history.report import Report, percentile
 
 DEFAULT_ALPHA = 0.01
@@ -374,7 +381,18 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_UNREADABLE
     c = compare(baseline.report, candidate.report, args.alpha)
-    threshold = config.loop_threshold
+    code = EXIT_REGRESSION if c.regressions else EXIT_NEUTRAL
+    try:
+        return _write(args, c, baseline, candidate, config.loop_threshold) or code
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        stdout_gone()
+        return code
+
+
+def _write(
+    args: argparse.Namespace, c: Comparison, baseline: Outcome, candidate: Outcome, threshold: int
+) -> int:
+    """Write the comparison; EXIT_UNREADABLE when the Markdown file cannot be written."""
     if args.json:
         json.dump(to_json(c, baseline, candidate), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -390,4 +408,5 @@ def run(args: argparse.Namespace) -> int:
         except OSError as e:
             print(f"loopwatch compare: cannot write {args.markdown}: {e}", file=sys.stderr)
             return EXIT_UNREADABLE
-    return EXIT_REGRESSION if c.regressions else EXIT_NEUTRAL
+    sys.stdout.flush()
+    return 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -278,6 +279,20 @@ def run(args: argparse.Namespace) -> int:
     if not outcome.stats.spans:
         print("loopwatch replay: no spans could be read", file=sys.stderr)
         return EXIT_UNREADABLE
+    try:
+        _write_report(args, outcome, writer)
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        stdout_gone()
+    return EXIT_OK
+
+
+def stdout_gone() -> None:
+    """stdout's reader went away: point it at /dev/null so exiting does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def _write_report(args: argparse.Namespace, outcome: Outcome, writer: Any) -> None:
     if args.json:
         document = outcome.report.to_json()
         document["input"] = {
@@ -306,4 +321,4 @@ def run(args: argparse.Namespace) -> int:
                 "  backfill: promtool tsdb create-blocks-from openmetrics "
                 f"{args.openmetrics} DATA_DIR\n"
             )
-    return EXIT_OK
+    sys.stdout.flush()
