@@ -258,25 +258,27 @@ def test_the_service_counts_what_the_processor_counts(fmt: str, shape: str) -> N
 
 
 def _read(history: Any, answer: Any = None) -> Any:
+    """The turn a model call's messages show (None when they show none)."""
     from loopwatch.conventions.read import read_span
     from loopwatch.core.spans import SpanView
 
     attrs = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": history}
     if answer is not None:
         attrs["gen_ai.output.messages"] = answer
-    return read_span(SpanView(1, 2, None, "chat", 0, 1, attrs), _config())
+    mark = read_span(SpanView(1, 2, None, "chat", 0, 1, attrs), _config())
+    return mark.messages.read() if mark.messages is not None else None
 
 
 def test_bad_histories_are_harmless() -> None:
     user = _genai("user", "hi")
     # truncated or not a message list: read as a model call whose messages were not recorded
-    assert _read('[{"role": "user", "parts": [').conversation is None
-    assert _read('"just text"').conversation is None
-    assert _read(json.dumps([{"role": "tool", "parts": []}])).conversation is None  # no user
+    assert _read('[{"role": "user", "parts": [') is None
+    assert _read('"just text"') is None
+    assert _read(json.dumps([{"role": "tool", "parts": []}])) is None  # no user message
     # a result whose call is not in the history: no call
     orphan = _genai("tool", results=[("nobody", [])])
-    mark = _read(json.dumps([user, orphan]), json.dumps([_genai("assistant", "ok")]))
-    assert mark.conversation.final and mark.conversation.calls() == ()
+    turn = _read(json.dumps([user, orphan]), json.dumps([_genai("assistant", "ok")]))
+    assert turn.final and turn.calls() == ()
     # calls without ids, and an id used twice: each call counted, results joined in order
     calls = [("", "search_orders", {"query": "a"}), ("", "search_orders", {"query": "b"})]
     twice = [("dup", "search_orders", {"query": "c"}), ("dup", "search_orders", {"query": "d"})]
@@ -287,7 +289,7 @@ def test_bad_histories_are_harmless() -> None:
         _genai("assistant", calls=twice),
         _genai("tool", results=[("dup", [])]),
     ]
-    built = _read(json.dumps(history)).conversation.calls()
+    built = _read(json.dumps(history)).calls()
     assert [c.tool for c in built] == ["search_orders"] * 4
     assert [c.result for c in built] == ["empty", "empty", "empty", "unknown"]
     assert len({c.span_id for c in built}) == 4
@@ -316,8 +318,9 @@ def test_anthropic_results_in_user_messages_do_not_start_a_turn() -> None:
             ],
         },
     ]
-    mark = _read(json.dumps(history), json.dumps([{"role": "assistant", "content": "Sorry"}]))
-    conversation = mark.conversation
+    conversation = _read(
+        json.dumps(history), json.dumps([{"role": "assistant", "content": "Sorry"}])
+    )
     assert conversation.final
     (call,) = conversation.calls()
     assert (call.tool, call.error_class) == ("create_ticket", "timeout")

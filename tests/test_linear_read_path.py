@@ -7,8 +7,8 @@ that grows with the input. No wall-clock bound."""
 from __future__ import annotations
 
 import ast
-import json
 import importlib
+import json
 import pkgutil
 import re
 import time
@@ -22,6 +22,7 @@ from loopwatch.conventions.payloads import decode_arguments, decode_result, pars
 from loopwatch.conventions.read import read_span
 from loopwatch.core.config import Config
 from loopwatch.core.outcomes import MAX_EXAMINED_CHARS, classify_error
+from loopwatch.core.records import LlmMark
 from loopwatch.core.spans import STATUS_ERROR, EventView, SpanView
 
 SMALL = 4_000  # characters; measured again at 4 x SMALL, where quadratic shows as x4
@@ -285,7 +286,11 @@ def _history(n: int) -> str:
 
 def _read_history(text: str) -> object:
     attrs = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": text}
-    return read_span(SpanView(1, 2, None, "chat", 0, 1, attrs), Config())
+    mark = read_span(SpanView(1, 2, None, "chat", 0, 1, attrs), Config())
+    assert isinstance(mark, LlmMark) and mark.messages is not None
+    conversation = mark.messages.read()  # (read when the turn is rebuilt from messages)
+    assert conversation is not None
+    return conversation.calls()
 
 
 def test_a_model_calls_history_is_read_in_linear_time() -> None:

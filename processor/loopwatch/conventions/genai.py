@@ -43,6 +43,21 @@ INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
 
 
+def held_messages(attrs: Mapping[str, Any]) -> tuple[Mapping[str, Any], int] | None:
+    """The attributes read_messages reads, kept apart, and the bytes they hold; None when the
+    span has no history."""
+    raw = attrs.get(INPUT_MESSAGES)
+    if raw is None:
+        return None
+    raw_output = attrs.get(OUTPUT_MESSAGES)
+    held = {INPUT_MESSAGES: raw, OUTPUT_MESSAGES: raw_output}
+    return held, _size(raw) + _size(raw_output)
+
+
+def _size(value: Any) -> int:
+    return len(value) if isinstance(value, str) else 64 if value is None else 4096
+
+
 def read_messages(attrs: Mapping[str, Any]) -> tuple[list[Message], list[Message] | None] | None:
     """The history and answer of a model call (``gen_ai.input.messages`` /
     ``gen_ai.output.messages``, with content capture on); None when the history was not

@@ -24,7 +24,6 @@ from loopwatch.conventions.frameworks import error_type_in_text
 from loopwatch.conventions.payloads import decode_arguments
 from loopwatch.core.config import Config
 from loopwatch.core.records import Conversation, ToolCall
-from loopwatch.core.spans import SpanView
 
 # What of each message's text identifies the turn (the history is hashed, never kept).
 _TEXT_HASHED = 1024
@@ -54,7 +53,8 @@ def call_span_id(call_id: str) -> int:
 
 
 def conversation(
-    span: SpanView,
+    start: int,
+    end: int,
     config: Config,
     inputs: list[Message],
     outputs: list[Message] | None,
@@ -100,8 +100,6 @@ def conversation(
             position += 1
     first_call = next(iter(asked), None) or next(iter(requested), "")
     history.update(first_call.encode("utf-8", "replace"))
-
-    start, end = span.start_ns, span.end_ns  # (the closure keeps no span)
 
     def calls() -> tuple[ToolCall, ...]:
         return (

@@ -36,6 +36,23 @@ _FIRST_ROLE = "0.message.role"
 MAX_MESSAGES = 20_000
 
 
+_MESSAGE_PREFIXES = (INPUT_MESSAGES, OUTPUT_MESSAGES)
+
+
+def held_messages(attrs: Mapping[str, Any]) -> tuple[Mapping[str, Any], int] | None:
+    """The attributes read_messages reads, kept apart, and the bytes they hold; None when the
+    span has no history."""
+    if INPUT_MESSAGES + _FIRST_ROLE not in attrs:
+        return None
+    held: dict[str, Any] = {}
+    size = 0
+    for key, value in attrs.items():
+        if key.startswith(_MESSAGE_PREFIXES):
+            held[key] = value
+            size += 100 + (len(value) if isinstance(value, str) else 8)
+    return held, size
+
+
 def read_messages(attrs: Mapping[str, Any]) -> tuple[list[Message], list[Message] | None] | None:
     """The history (``llm.input_messages.N.message.*``) and answer (``llm.output_messages``)
     of an LLM span; None when the history was not recorded."""

@@ -7,7 +7,8 @@ versions each reader was checked against are in its module's docstring and docs/
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from loopwatch.conventions import frameworks, genai, openinference, openllmetry, results
@@ -15,7 +16,7 @@ from loopwatch.conventions.calls import keyed_call, read_result
 from loopwatch.conventions.family import ANY, Family
 from loopwatch.conventions.frameworks import ADK, LOGFIRE, LOGFIRE_FUNCTION_SPAN
 from loopwatch.conventions.genai import GENAI
-from loopwatch.conventions.messages import conversation
+from loopwatch.conventions.messages import Message, conversation
 from loopwatch.conventions.openinference import OPENINFERENCE
 from loopwatch.conventions.openllmetry import OPENLLMETRY
 from loopwatch.conventions.payloads import decode_arguments, parse_text
@@ -28,6 +29,7 @@ from loopwatch.core.records import (
     Conversation,
     Link,
     LlmMark,
+    Messages,
     Record,
     ToolCall,
     TurnMark,
@@ -236,24 +238,44 @@ def read_span(span: SpanView, config: Config) -> Record:
             span.end_ns,
             _first_text(attrs, _MODEL),  # model
             tool_versions(attrs),  # tool_versions
-            _conversation(span, config),
+            _messages(span, config),
         )
     return Link(span.span_id, span.parent_id, span.start_ns, span.end_ns)
 
 
 # Where each emitter family keeps a model call's messages, tested in this order.
-_MESSAGE_READERS = (genai.read_messages, openinference.read_messages)
+_MESSAGE_FAMILIES = (genai, openinference)
 
 
-def _conversation(span: SpanView, config: Config) -> Conversation | None:
-    """The hand-rolled turn a model call's messages show (conventions.messages)."""
-    for read_messages in _MESSAGE_READERS:
-        found = read_messages(span.attributes)
+def _messages(span: SpanView, config: Config) -> Messages | None:
+    """A model call's messages, kept to be read (conventions.messages) only if the trace has
+    no tool span: reading them costs more than the rest of the span."""
+    attrs = span.attributes
+    for family in _MESSAGE_FAMILIES:
+        found = family.held_messages(attrs)
         if found is not None:
-            inputs, outputs = found
-            agent = _first_text(span.attributes, _TOOL_AGENT)
-            return conversation(span, config, inputs, outputs, agent)
+            held, size = found
+            agent = _first_text(attrs, _TOOL_AGENT)
+            read = partial(
+                _conversation, family.read_messages, held, span.start_ns, span.end_ns, config, agent
+            )
+            return Messages(read, size)
     return None
+
+
+def _conversation(
+    read_messages: Callable[[Mapping[str, Any]], tuple[list[Message], list[Message] | None] | None],
+    held: Mapping[str, Any],
+    start: int,
+    end: int,
+    config: Config,
+    agent: str | None,
+) -> Conversation | None:
+    found = read_messages(held)
+    if found is None:
+        return None
+    inputs, outputs = found
+    return conversation(start, end, config, inputs, outputs, agent)
 
 
 def _turn_agent(span: SpanView) -> str | None:

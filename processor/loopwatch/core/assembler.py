@@ -7,12 +7,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from operator import attrgetter
 
 from loopwatch.core.config import Config
 from loopwatch.core.conversations import Conversations, Ready
 from loopwatch.core.loop_log import log_loops
-from loopwatch.core.records import Link, LlmMark, Record, ToolCall, TurnMark
+from loopwatch.core.records import Conversation, Link, LlmMark, Record, ToolCall, TurnMark
 from loopwatch.core.sink import Sink
 from loopwatch.core.summary import TurnSummary, summarize
 from loopwatch.core.turns import TurnGroup, split_turns
@@ -33,7 +32,12 @@ EVICT_CAPACITY = "capacity"
 EVICT_MEMORY = "memory"
 EVICT_SHUTDOWN = "shutdown"
 EVICT_REASONS = (EVICT_IDLE, EVICT_CAPACITY, EVICT_MEMORY, EVICT_SHUTDOWN)
-_START = attrgetter("start_ns")
+
+
+def _mark_start(item: tuple[LlmMark, Conversation]) -> int:
+    return item[0].start_ns
+
+
 # How many finalized trace ids are remembered to recognise late spans.
 _FINALIZED_MEMORY_FACTOR = 4
 
@@ -56,8 +60,8 @@ def record_bytes(record: Record) -> int:
         size += len(record.tool) + len(record.agent or "") + len(record.tool_version)
     elif isinstance(record, LlmMark):
         size += len(record.model or "")
-        if record.conversation is not None:
-            size += RECORD_BYTES[ToolCall] * record.conversation.size
+        if record.messages is not None:
+            size += record.messages.size
         versions = record.tool_versions
         if versions:
             # a list, not a generator: a Python call per element less
@@ -234,7 +238,7 @@ class TurnAssembler:
         kind = type(record)
         if kind is ToolCall:
             trace.tool_spans = True
-        elif kind is LlmMark and record.conversation is not None:  # type: ignore[union-attr]
+        elif kind is LlmMark and record.messages is not None:  # type: ignore[union-attr]
             trace.conversing = True
         if parent_id is None:
             trace.service = service
@@ -354,14 +358,24 @@ class TurnAssembler:
     def _converse(self, trace_id: int, service: str, group: TurnGroup) -> bool:
         """Hand the group's model calls that show their turn to the open conversations; False
         when none does (the group is then a turn of its own, as before)."""
-        marks = [m for m in group.llms if m.conversation is not None]
-        if not marks:
+        read: list[tuple[LlmMark, Conversation]] = []
+        for mark in group.llms:
+            if mark.messages is not None:
+                try:
+                    conversation = mark.messages.read()
+                except Exception:  # a bad history loses its model call, nothing else
+                    log.debug("loopwatch: messages not read", exc_info=True)
+                    self.sink.dropped(DROP_ERROR)
+                    continue
+                if conversation is not None:
+                    read.append((mark, conversation))
+        if not read:
             return False
-        marks.sort(key=_START)
+        read.sort(key=_mark_start)
         now = self.clock()
-        for mark in marks:
+        for mark, conversation in read:
             added = self._conversations.add(
-                trace_id, service, mark, now, group.turn, group.root_agent
+                trace_id, service, mark, conversation, now, group.turn, group.root_agent
             )
             if added is None:
                 self.sink.late()

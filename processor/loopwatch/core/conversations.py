@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
-from loopwatch.core.records import LlmMark, ToolCall, TurnMark
+from loopwatch.core.records import Conversation, LlmMark, ToolCall, TurnMark
 from loopwatch.core.turns import TurnGroup
 
 # What one open turn costs, estimated as the assembler estimates its buffers.
@@ -57,14 +57,13 @@ class Conversations:
         trace_id: int,
         service: str,
         mark: LlmMark,
+        conversation: Conversation,
         now: float,
         turn: TurnMark | None = None,
         agent: str | None = None,
     ) -> tuple[list[Ready], int] | None:
-        """Take one model call with a conversation: ``(turns completed, turns evicted)``; None
-        for a model call of a turn already finalized."""
-        conversation = mark.conversation
-        assert conversation is not None
+        """Take one model call and the turn its messages show: ``(turns completed, turns
+        evicted)``; None for a model call of a turn already finalized."""
         if conversation.key in self._done:
             return None
         evicted: list[Ready] = []
@@ -82,16 +81,14 @@ class Conversations:
             entry.trace_id = trace_id  # the exemplar links to the latest model call's trace
             entry.turn = entry.turn or turn
             entry.agent = entry.agent or conversation.agent or agent
-        self._merge(entry, mark)
+        self._merge(entry, mark, conversation)
         done: list[Ready] = []
         if conversation.final:
             done.append(self._pop(conversation.key))
         done.extend(evicted)
         return done, len(evicted)
 
-    def _merge(self, entry: _Open, mark: LlmMark) -> None:
-        conversation = mark.conversation
-        assert conversation is not None
+    def _merge(self, entry: _Open, mark: LlmMark, conversation: Conversation) -> None:
         calls = entry.calls
         before = len(calls)
         for call in conversation.calls():
@@ -106,7 +103,7 @@ class Conversations:
             entry.requested_at.setdefault(call_id, mark.end_ns)
         for call_id in conversation.answered:
             entry.answered_at.setdefault(call_id, mark.start_ns)
-        entry.llms.append(replace(mark, conversation=None))
+        entry.llms.append(replace(mark, messages=None))
         grown = (len(calls) - before) * _CALL_BYTES + 300
         entry.size += grown
         self.buffered_bytes += grown

@@ -11,7 +11,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from loopwatch.core.identity import WHOLE_ARGUMENTS, WHOLE_ARGUMENTS_FIELDS
 
@@ -166,6 +166,16 @@ class _Registry:
 
 REGISTRY = _Registry()
 
+# How a declared function is traced: set by loopwatch.tracing, since the core imports no
+# OpenTelemetry; None returns the function as it is.
+_trace_calls: Callable[[Callable[..., Any], str], Callable[..., Any]] | None = None
+
+
+def trace_calls_with(hook: Callable[[Callable[..., Any], str], Callable[..., Any]] | None) -> None:
+    """Set what ``tool`` wraps each declared function with: ``hook(function, tool_name)``."""
+    global _trace_calls
+    _trace_calls = hook
+
 
 def tool(
     identity: Iterable[str] | str | None = None,
@@ -177,8 +187,29 @@ def tool(
 ) -> Callable[[F], F]:
     """Declare a Python tool function's identity fields: ``@loopwatch.tool(identity=["id"])``.
 
-    ``identity="*"`` is the explicit choice of the whole arguments. The function is returned
-    unchanged.
+    ``identity="*"`` is the explicit choice of the whole arguments.
+
+    When an OpenTelemetry SDK tracer provider is set, each call is also traced as an
+    ``execute_tool {name}`` span (kind INTERNAL) with the GenAI tool attributes:
+    ``gen_ai.tool.name``, ``gen_ai.tool.type="function"``, ``gen_ai.tool.description`` (the
+    docstring's first line), ``gen_ai.tool.call.id`` (the framework's, when the function takes
+    a context that carries it or runs directly inside the framework's span of the same tool;
+    else a fresh one), the arguments by parameter name (defaults included, as frameworks pass
+    them) as JSON in ``gen_ai.tool.call.arguments`` and the result (a string as it is, anything
+    else as JSON) in ``gen_ai.tool.call.result``. A raised
+    exception sets status ERROR and ``error.type`` (its qualified class name), is recorded as
+    an event, and propagates unchanged.
+
+    Arguments and results are recorded unless
+    ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` says no content on spans (``false``,
+    ``no_content`` or ``event_only``). The GenAI instrumentations capture nothing unless asked;
+    this decorator captures by default because a call's identity is read from its arguments,
+    and a function declared for loopwatch is one whose calls are meant to be keyed.
+
+    The returned function has the original's name, docstring and signature
+    (``functools.wraps``), so frameworks that read them see the same tool. With no SDK provider
+    set (the API's no-op or proxy provider) a call costs one provider lookup. Generator
+    functions are declared but not traced.
     """
 
     def wrap(fn: F) -> F:
@@ -195,7 +226,11 @@ def tool(
         ):
             if v is not None:
                 raw[k] = v
-        REGISTRY.add(tool_name, declaration_from_mapping(tool_name, raw), fn)
-        return fn
+        declaration = declaration_from_mapping(tool_name, raw)
+        traced = fn if _trace_calls is None else _trace_calls(fn, tool_name)
+        # the registry keeps what the application holds (check-tools finds it by identity); its
+        # signature is the original's
+        REGISTRY.add(tool_name, declaration, traced)
+        return cast(F, traced)
 
     return wrap

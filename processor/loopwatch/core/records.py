@@ -77,6 +77,15 @@ class Conversation:
 
 
 @dataclass(slots=True)
+class Messages:
+    """A model call's messages, kept unread: in most traces spans execute the tools, and the
+    messages are read only for a turn rebuilt from them."""
+
+    read: Callable[[], Conversation | None]
+    size: int  # estimated bytes they hold
+
+
+@dataclass(slots=True)
 class LlmMark:
     span_id: int
     parent_id: int | None
@@ -85,7 +94,7 @@ class LlmMark:
     model: str | None
     # tool name -> short hash of its description, from tool definitions sent to the model
     tool_versions: tuple[tuple[str, str], ...] = ()
-    conversation: Conversation | None = None
+    messages: Messages | None = None
 
 
 @dataclass(slots=True)
