@@ -23,6 +23,7 @@ from loopwatch.history.replay import (
     add_input_arguments,
     input_lines,
     load,
+    own_process,
     run_replay,
     stdout_gone,
 )
@@ -363,6 +364,11 @@ def _side(name: str, path: str, config: Config, forced: str) -> Outcome:
 
 
 def run(args: argparse.Namespace) -> int:
+    with own_process():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     config = load(args, "compare")
     if config is None:
         return EXIT_UNREADABLE

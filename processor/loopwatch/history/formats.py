@@ -339,11 +339,27 @@ def _fast_any(value: Any) -> Any:
     raise _Unusual
 
 
-def _fast_attributes(pairs: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+# span attribute keys met before -> whether the conventions never read them (UNREAD_PREFIXES):
+# a lookup costs less than testing the prefixes; bounded
+_UNREAD_KEYS: dict[str, bool] = {}
+_UNREAD_KEYS_ENTRIES = 4096
+
+
+def _unread(key: str) -> bool:
+    unread = _UNREAD_KEYS.get(key)
+    if unread is None:
+        if len(_UNREAD_KEYS) >= _UNREAD_KEYS_ENTRIES:
+            _UNREAD_KEYS.clear()
+        unread = _UNREAD_KEYS[key] = key.startswith(UNREAD_PREFIXES)
+    return unread
+
+
+def _fast_attributes(pairs: Any, skip: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    unread = _UNREAD_KEYS
     for kv in pairs:
         key = kv["key"]
-        if skip and key.startswith(skip):
+        if skip and (unread.get(key) or (key not in unread and _unread(key))):
             continue
         value = kv.get("value")
         if value is None:
@@ -384,7 +400,6 @@ def fast_views(document: dict[str, Any]) -> tuple[list[SpanView], int, bool]:
     rejected = 0
     b64 = False
     from_bytes = int.from_bytes
-    skip = UNREAD_PREFIXES
     try:
         for rs in document["resourceSpans"]:
             service = _fast_service(rs.get("resource"))
@@ -426,7 +441,7 @@ def fast_views(document: dict[str, Any]) -> tuple[list[SpanView], int, bool]:
                             name=name,
                             start_ns=start,
                             end_ns=_fast_int(span.get("endTimeUnixNano")) or start,
-                            attributes=_fast_attributes(span.get("attributes", ()), skip),
+                            attributes=_fast_attributes(span.get("attributes", ()), True),
                             events=tuple(
                                 EventView(
                                     e.get("name", ""), _fast_attributes(e.get("attributes", ()))

@@ -1,0 +1,188 @@
+"""``loopwatch replay`` against ``loopwatch serve``, per CPU-second, in the same run; and
+``loopwatch compare``'s false-alarm rate and power.
+
+    .venv/bin/python benchmarks/bench_replay.py rate [--turns 300] [--copies 10] [--rounds 3]
+                                                     [--out DIR]
+    .venv/bin/python benchmarks/bench_replay.py false-alarms [--seeds 2000] [--out DIR]
+
+rate: bench_service.py's realistic stream (spans with 15-30 attributes, fresh ids and values in
+every copy), written as the Collector's file exporter writes it: ``format: proto`` (length-
+prefixed requests of 512 spans), ``format: json`` (one request a line, hex ids) and that JSON
+gzipped. Each file is replayed in a fresh process, its CPU time taken around the replay alone
+(reading, conversion, the pipeline, the report; not the interpreter's start). The same copies
+go into ``loopwatch serve`` over gRPC from two driver processes (bench_service.py's
+``pre_into_service``), its CPU-seconds measured the same way. Interleaved rounds, medians, and
+each replay's ratio to the service's spans per CPU-second: the machine is shared, so the ratio
+is the figure.
+
+false-alarms: ``compare``'s decision on runs of 200 turns each through loopwatch's core (turn
+summaries as tests/history.py builds them): on identical distributions (the false-alarm rate,
+per baseline loop share), and on a candidate where one turn in 20 loops at 3-4 attempts
+against a clean and a slightly noisy baseline (the detection rate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from benchmarks.bench_service import DRIVERS, copies, pre_into_service, realistic_requests
+from tests.test_replay_support import collector_json_line
+
+FILES = {
+    "replay-proto": "traces.binpb",
+    "replay-json": "traces.json",
+    "replay-json-gz": "t.json.gz",
+}
+
+
+def write_files(bodies: list[bytes], directory: Path) -> None:
+    proto = bytearray()
+    lines = []
+    for body in bodies:
+        proto += len(body).to_bytes(4, "big") + body
+        lines.append(collector_json_line(ExportTraceServiceRequest.FromString(body)))
+    (directory / FILES["replay-proto"]).write_bytes(bytes(proto))
+    text = b"".join(lines)
+    (directory / FILES["replay-json"]).write_bytes(text)
+    (directory / FILES["replay-json-gz"]).write_bytes(gzip.compress(text))
+
+
+def child(path: str) -> None:
+    """Replay one file in this fresh process; print its spans and the CPU the replay took."""
+    from benchmarks.bench_service import CONFIG
+    from loopwatch.history.replay import own_process, run_replay
+
+    with own_process():  # as `loopwatch replay` does
+        cpu = time.process_time()
+        outcome = run_replay([path], CONFIG)
+        cpu = time.process_time() - cpu
+    print(json.dumps({"spans": outcome.stats.spans, "cpu": cpu, "turns": outcome.report.turns}))
+
+
+def replay_rate(path: Path) -> tuple[float, int]:
+    done = subprocess.run(
+        [sys.executable, __file__, "child", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=1800,
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return result["spans"] / result["cpu"], result["spans"]
+
+
+def rate(args: argparse.Namespace) -> None:
+    base = realistic_requests(args.turns, seed=1)
+    per_driver = max(1, args.copies // DRIVERS)
+    shares = [copies(base, per_driver, first=i * per_driver) for i in range(DRIVERS)]
+    bodies = [body for share in shares for body in share]
+    rows: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        write_files(bodies, directory)
+        sizes = {k: (directory / f).stat().st_size for k, f in FILES.items()}
+        sent = 0
+        for name in FILES:
+            _, spans = replay_rate(directory / FILES[name])  # warm the page cache; count
+            sent = spans
+        print(f"{sent} spans; file sizes {sizes}", flush=True)
+        names = ["service-grpc", *FILES]
+        for round_ in range(args.rounds):
+            for name in names if round_ % 2 == 0 else names[::-1]:
+                if name == "service-grpc":
+                    _, per_cpu = pre_into_service("grpc", shares, sent, tmp)
+                else:
+                    per_cpu, spans = replay_rate(directory / FILES[name])
+                    assert spans == sent, (name, spans, sent)
+                rows.setdefault(name, []).append(per_cpu)
+            print(
+                f"round {round_ + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rows.items()),
+                flush=True,
+            )
+    medians = {k: statistics.median(v) for k, v in rows.items()}
+    report = {
+        "spans": sent,
+        "file_bytes": sizes,
+        "spans_per_cpu_second": {k: round(v) for k, v in medians.items()},
+        "rounds_per_cpu_second": {k: [round(x) for x in v] for k, v in rows.items()},
+        "ratio_to_service_grpc": {k: round(medians[k] / medians["service-grpc"], 2) for k in FILES},
+        "goal": "each replay at least 1.0x the service",
+    }
+    print(json.dumps(report, indent=2))
+    if args.out:
+        Path(args.out, "replay-rate.json").write_text(json.dumps(report, indent=2) + "\n")
+
+
+def false_alarms(args: argparse.Namespace) -> None:
+    from loopwatch.history.compare import DEFAULT_ALPHA, compare
+    from loopwatch.history.report import Report
+    from tests.history import turn_summary
+    from tests.test_compare import RETRY, false_alarm_rate, simulated_report
+
+    def regressing(rng: random.Random, p3: float) -> Report:
+        report = Report()
+        looping_at = -1
+        for i in range(200):
+            if i % 20 == 0:
+                looping_at = i + rng.randrange(20)
+            r = rng.random()
+            if i == looping_at:
+                attempts = rng.choice((3, 4))
+            else:
+                attempts = 3 if r < p3 else 2 if r < p3 + RETRY else 1
+            report.add(turn_summary("m-2", "v-1", attempts))
+        return report
+
+    out: dict[str, Any] = {"alpha": DEFAULT_ALPHA, "turns_per_run": 200, "seeds": args.seeds}
+    out["false_alarm_rate"] = {
+        f"{p3:.1%}": false_alarm_rate(p3, args.seeds) for p3 in (0.0, 0.005, 0.01, 0.02, 0.05)
+    }
+    detected = {}
+    for p3 in (0.0, 0.005, 0.01):
+        hits = 0
+        for seed in range(args.seeds):
+            rng = random.Random(10_000 + seed)
+            base = simulated_report(rng, p3)
+            hits += bool(compare(base, regressing(rng, p3), DEFAULT_ALPHA).regressions)
+        detected[f"{p3:.1%}"] = hits / args.seeds
+    out["detection_rate_one_in_20_at_3_4_attempts"] = detected
+    print(json.dumps(out, indent=2))
+    if args.out:
+        Path(args.out, "compare-false-alarms.json").write_text(json.dumps(out, indent=2) + "\n")
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "child":
+        child(sys.argv[2])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("rate")
+    r.add_argument("--turns", type=int, default=300, help="turns in the stream before copying")
+    r.add_argument("--copies", type=int, default=10)
+    r.add_argument("--rounds", type=int, default=3)
+    r.add_argument("--out", help="directory for replay-rate.json")
+    f = sub.add_parser("false-alarms")
+    f.add_argument("--seeds", type=int, default=2000)
+    f.add_argument("--out", help="directory for compare-false-alarms.json")
+    args = parser.parse_args()
+    {"rate": rate, "false-alarms": false_alarms}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()
