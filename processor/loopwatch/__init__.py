@@ -6,6 +6,7 @@ from loopwatch.core.keys import AttemptKey, attempt_key
 from loopwatch.guards.idempotency import idempotency_key
 from loopwatch.instrument import instrument
 from loopwatch.processor import LoopwatchSpanProcessor
+from loopwatch.tracing import turn
 from loopwatch.version import VERSION
 
 __version__ = VERSION
@@ -21,4 +22,5 @@ __all__ = [
     "instrument",
     "load_config",
     "tool",
+    "turn",
 ]
