@@ -17,13 +17,21 @@ from tests.test_attach import free_port
 pytestmark = pytest.mark.frameworks
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ("pydantic_ai_agent.py", "openai_agents_agent.py", "langgraph_agent.py")
+EXAMPLES = (
+    "pydantic_ai_agent.py",
+    "openai_agents_agent.py",
+    "langgraph_agent.py",
+    "raw_openai_loop.py",
+    "raw_anthropic_loop.py",
+)
 # the agent label: pydantic-ai and LangGraph name the turn after the agent, the OpenAI Agents
 # SDK after its workflow
 AGENTS = {
     "pydantic_ai_agent.py": "support",
     "openai_agents_agent.py": "Agent workflow",
     "langgraph_agent.py": "support",
+    "raw_openai_loop.py": "support",
+    "raw_anthropic_loop.py": "support",
 }
 
 

@@ -36,13 +36,6 @@ pytestmark = pytest.mark.frameworks
 Sample = tuple[str, dict[str, str], float]
 _RUNS: dict[tuple[str, str], dict[str, Any]] = {}
 
-# (instrumentation, sdk, variant) whose numbers the reader of calls from model messages does not
-# get right yet
-READER_PENDING = {
-    ("openinference", sdk, variant) for sdk in ("openai", "anthropic") for variant in VARIANTS
-}
-PENDING = pytest.mark.xfail(strict=True, reason="calls from model messages: reader in progress")
-
 
 def run(instrumentation: str, sdk: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The combination's three variants, run once per test session."""
@@ -129,20 +122,11 @@ def expected(instrumentation: str, sdk: str) -> list[tuple[str, str, dict[str, s
 
 
 def _params() -> list[Any]:
-    out = []
-    for instrumentation, sdk in COMBINATIONS:
-        for variant in VARIANTS:
-            marks = [PENDING] if (instrumentation, sdk, variant) in READER_PENDING else []
-            out.append(
-                pytest.param(
-                    instrumentation,
-                    sdk,
-                    variant,
-                    marks=marks,
-                    id=f"{instrumentation}-{sdk}-{variant}",
-                )
-            )
-    return out
+    return [
+        pytest.param(instrumentation, sdk, variant, id=f"{instrumentation}-{sdk}-{variant}")
+        for instrumentation, sdk in COMBINATIONS
+        for variant in VARIANTS
+    ]
 
 
 @pytest.mark.parametrize(("instrumentation", "sdk", "variant"), _params())

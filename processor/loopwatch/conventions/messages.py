@@ -2,14 +2,13 @@
 
 A hand-rolled loop over a raw model SDK has no tool span: each model call's output holds the
 calls it asks for, and the next call's input holds their results. The emitter modules turn their
-attributes into ``Message`` lists; this module makes the turn of them (core.conversations gathers
-the model calls of one turn): the history up to the last user message that is not only tool
-results (Anthropic sends results in ``user`` messages) identifies the turn, and the calls after
-it, joined with their results by call id, are its calls. A model call that requests no call
-answered in text: its turn is complete.
+attributes into ``Message`` lists; this module reads the turn in them: the calls after the last
+user message that is not only tool results (Anthropic sends results in ``user`` messages),
+joined with their results by call id. A model call that requests no call answered in text: its
+turn is complete. core.conversations gathers the model calls of one turn by their call ids.
 
-Linear in the span: every message is read once, texts are hashed up to a bound, and at most
-``Config.max_spans_per_turn`` calls are read from one history."""
+Linear in the span: every message is read once, and at most ``Config.max_spans_per_turn`` calls
+are read from one history."""
 
 from __future__ import annotations
 
@@ -25,8 +24,6 @@ from loopwatch.conventions.payloads import decode_arguments
 from loopwatch.core.config import Config
 from loopwatch.core.records import Conversation, ToolCall
 
-# What of each message's text identifies the turn (the history is hashed, never kept).
-_TEXT_HASHED = 1024
 _ROLES_OF_RESULTS = frozenset({"tool", "function", "ipython"})
 
 
@@ -61,59 +58,54 @@ def conversation(
     agent: str | None = None,
 ) -> Conversation | None:
     """The turn ``inputs`` (the history sent) and ``outputs`` (the answer, None when not
-    recorded) show; None when the history holds no user message."""
-    # the turn's user message: the last one that is not only tool results
+    recorded) show; None for an empty history. The turn starts after the last user message
+    that is not only tool results; with none (the SDK's attribute limit dropped a long
+    history's start), the whole history left is the turn's."""
+    if not inputs:
+        return None
     first = -1
     for index in range(len(inputs) - 1, -1, -1):
         if _starts_turn(inputs[index]):
             first = index
             break
-    if first < 0:
-        return None
-    history = hashlib.blake2b(digest_size=12)
-    for message in inputs[: first + 1]:
-        history.update(message.role.encode("utf-8", "replace"))
-        history.update(b"\x00")
-        history.update(message.text[:_TEXT_HASHED].encode("utf-8", "replace"))
-        history.update(b"\x01")
     limit = config.max_spans_per_turn
-    # call id -> (position, tool, arguments), in history order
-    asked: dict[str, tuple[int, str, Any]] = {}
+    # call id -> (tool, arguments), in history order
+    asked: dict[str, tuple[str, Any]] = {}
     answers: dict[str, tuple[Any, bool | None]] = {}
     position = 0
     for message in inputs[first + 1 :]:
         for call_id, tool, arguments in message.calls:
             if len(asked) < limit:
-                asked[_call_id(call_id, asked, position)] = (position, tool, arguments)
+                asked[_call_id(call_id, asked, position)] = (tool, arguments)
             position += 1
         for result in message.results:
             # a result without its call id answers the oldest call still unanswered
             answer_id = result[0] or next((c for c in asked if c not in answers), None)
             if answer_id is not None and answer_id not in answers:
                 answers[answer_id] = (result[1], result[2])
-    requested: dict[str, tuple[int, str, Any]] = {}
+    requested: dict[str, tuple[str, Any]] = {}
     for message in outputs or ():
         for call_id, tool, arguments in message.calls:
             if len(asked) + len(requested) < limit:
                 both = asked.keys() | requested.keys()
-                requested[_call_id(call_id, both, position)] = (position, tool, arguments)
+                requested[_call_id(call_id, both, position)] = (tool, arguments)
             position += 1
-    first_call = next(iter(asked), None) or next(iter(requested), "")
-    history.update(first_call.encode("utf-8", "replace"))
 
     def calls() -> tuple[ToolCall, ...]:
         return (
-            *(_call(c, t, a, answers.get(c), start, config) for c, (_, t, a) in asked.items()),
-            *(_call(c, t, a, None, end, config) for c, (_, t, a) in requested.items()),
+            *(_call(c, t, a, answers.get(c), start, config) for c, (t, a) in asked.items()),
+            *(_call(c, t, a, None, end, config) for c, (t, a) in requested.items()),
         )
 
+    asked_ids = {c: call_span_id(c) for c in asked}
+    requested_ids = frozenset(call_span_id(c) for c in requested)
     return Conversation(
-        history.hexdigest(),
         outputs is not None and bool(outputs) and not requested,
         calls,
         len(asked) + len(requested),
-        frozenset(call_span_id(c) for c in requested),
-        frozenset(call_span_id(c) for c in answers if c in asked),
+        frozenset(asked_ids.values()) | requested_ids,
+        requested_ids,
+        frozenset(asked_ids[c] for c in answers if c in asked_ids),
         agent,
     )
 

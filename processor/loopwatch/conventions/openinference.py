@@ -30,47 +30,51 @@ OPENINFERENCE = Family(
 
 INPUT_MESSAGES = "llm.input_messages."
 OUTPUT_MESSAGES = "llm.output_messages."
-_FIRST_ROLE = "0.message.role"
-# read from one history at most (each message costs a few lookups; the bound keeps a hostile
-# span's index loop short)
-MAX_MESSAGES = 20_000
-
-
 _MESSAGE_PREFIXES = (INPUT_MESSAGES, OUTPUT_MESSAGES)
+# read from one history at most (each message costs a few lookups)
+MAX_MESSAGES = 20_000
 
 
 def held_messages(attrs: Mapping[str, Any]) -> tuple[Mapping[str, Any], int] | None:
     """The attributes read_messages reads, kept apart, and the bytes they hold; None when the
     span has no history."""
-    if INPUT_MESSAGES + _FIRST_ROLE not in attrs:
-        return None
     held: dict[str, Any] = {}
     size = 0
     for key, value in attrs.items():
         if key.startswith(_MESSAGE_PREFIXES):
             held[key] = value
             size += 100 + (len(value) if isinstance(value, str) else 8)
-    return held, size
+    return (held, size) if held else None
 
 
 def read_messages(attrs: Mapping[str, Any]) -> tuple[list[Message], list[Message] | None] | None:
     """The history (``llm.input_messages.N.message.*``) and answer (``llm.output_messages``)
-    of an LLM span; None when the history was not recorded."""
-    if INPUT_MESSAGES + _FIRST_ROLE not in attrs:
-        return None
+    of an LLM span; None when the history was not recorded. Messages are read by the indexes
+    present: the SDK's attribute limit (128 by default) drops a long history's first ones."""
     inputs = _messages(attrs, INPUT_MESSAGES)
-    outputs = _messages(attrs, OUTPUT_MESSAGES) if OUTPUT_MESSAGES + _FIRST_ROLE in attrs else None
-    return inputs, outputs
+    if not inputs:
+        return None
+    outputs = _messages(attrs, OUTPUT_MESSAGES)
+    return inputs, outputs or None
+
+
+def _indexes(attrs: Mapping[str, Any], base: str) -> list[int]:
+    found: set[int] = set()
+    skip = len(base)
+    for key in attrs:
+        if key.startswith(base):
+            end = key.find(".", skip)
+            number = key[skip:end]
+            if number.isdigit() and len(found) < MAX_MESSAGES:
+                found.add(int(number))
+    return sorted(found)
 
 
 def _messages(attrs: Mapping[str, Any], base: str) -> list[Message]:
     found: list[Message] = []
-    for index in range(MAX_MESSAGES):
+    for index in _indexes(attrs, base):
         prefix = f"{base}{index}.message."
-        role = attrs.get(prefix + "role")
-        if role is None:
-            break
-        message = Message(str(role))
+        message = Message(str(attrs.get(prefix + "role") or ""))
         content = attrs.get(prefix + "content")
         call_id = attrs.get(prefix + "tool_call_id")
         if result_role(message.role) or call_id is not None:

@@ -1,15 +1,18 @@
 """Turns rebuilt from model calls' message histories (design.md, "Words: turn").
 
 In a hand-rolled loop no span executes a tool: each model call's input holds the conversation so
-far and its output the calls it asks for. Every model call of a turn carries the same history up
-to the turn's user message (its ``Conversation.key``), so the calls are gathered by that key,
-whatever traces the model calls sit in, and the turn is complete when the model answers in text.
-A turn whose answer never comes (the loop was cut off) is finalized when idle."""
+far and its output the calls it asks for. Consecutive model calls of one turn share call ids (the
+calls one asks for are in the next one's history, with their results), so the model calls are
+gathered by call id, whatever traces they sit in, and the turn is complete when the model answers
+in text. Call ids hold where a history does not: the SDK's attribute limit drops a long
+history's first messages, and with them the turn's user message. A turn whose answer never comes
+(the loop was cut off) is finalized when idle."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
+from itertools import count
 
 from loopwatch.core.records import Conversation, LlmMark, ToolCall, TurnMark
 from loopwatch.core.turns import TurnGroup
@@ -17,10 +20,12 @@ from loopwatch.core.turns import TurnGroup
 # What one open turn costs, estimated as the assembler estimates its buffers.
 _TURN_BYTES = 1500
 _CALL_BYTES = 700
+_UNKNOWN = "unknown"
 
 
 @dataclass(slots=True)
 class _Open:
+    number: int
     trace_id: int
     service: str
     last_seen: float
@@ -29,6 +34,7 @@ class _Open:
     calls: dict[int, ToolCall] = field(default_factory=dict)  # by call, in history order
     requested_at: dict[int, int] = field(default_factory=dict)  # call -> asking call's end
     answered_at: dict[int, int] = field(default_factory=dict)  # call -> answering call's start
+    ids: set[int] = field(default_factory=set)  # every call id seen in the turn
     llms: list[LlmMark] = field(default_factory=list)
     size: int = _TURN_BYTES
 
@@ -37,16 +43,18 @@ Ready = tuple[int, str, TurnGroup]
 
 
 class Conversations:
-    """Open hand-rolled turns by key; bounded in turns (``limit``) and in calls per turn
+    """Open hand-rolled turns; bounded in turns (``limit``) and in calls per turn
     (``max_calls``). Not thread-safe: the assembler's caller serialises it."""
 
     def __init__(self, limit: int, max_calls: int) -> None:
         self.limit = limit
         self.max_calls = max_calls
-        self._open: OrderedDict[str, _Open] = OrderedDict()  # least recently seen first
-        # turns finalized lately: a model call of one arriving late (the service takes spans
-        # in any order) is late, not the start of a second turn
-        self._done: OrderedDict[str, None] = OrderedDict()
+        self._open: OrderedDict[int, _Open] = OrderedDict()  # least recently seen first
+        self._by_call: dict[int, _Open] = {}
+        # call ids of turns finalized lately: a model call of one arriving late (the service
+        # takes spans in any order) is late, not the start of a second turn
+        self._done: OrderedDict[int, None] = OrderedDict()
+        self._numbers = count()
         self.buffered_bytes = 0
 
     def __len__(self) -> int:
@@ -64,29 +72,45 @@ class Conversations:
     ) -> tuple[list[Ready], int] | None:
         """Take one model call and the turn its messages show: ``(turns completed, turns
         evicted)``; None for a model call of a turn already finalized."""
-        if conversation.key in self._done:
-            return None
+        ids = conversation.ids
+        done = self._done
+        for call_id in ids:
+            if call_id in done:
+                return None
+        found: list[_Open] = []
+        for call_id in ids:
+            entry = self._by_call.get(call_id)
+            if entry is not None and entry not in found:
+                found.append(entry)
         evicted: list[Ready] = []
-        entry = self._open.get(conversation.key)
-        if entry is None:
+        if not found:
+            if not ids and not conversation.final:
+                return [], 0  # nothing to gather it by, and nothing to count yet
             while len(self._open) >= self.limit:
-                evicted.append(self._pop(next(iter(self._open))))
-            entry = self._open[conversation.key] = _Open(
-                trace_id, service, now, turn, conversation.agent or agent
+                evicted.append(self._pop(next(iter(self._open.values()))))
+            entry = _Open(
+                next(self._numbers), trace_id, service, now, turn, conversation.agent or agent
             )
+            self._open[entry.number] = entry
             self.buffered_bytes += entry.size
         else:
-            self._open.move_to_end(conversation.key)
+            entry = found[0]
+            for other in found[1:]:  # model calls seen apart, now joined by this one
+                self._absorb(entry, other)
+            self._open.move_to_end(entry.number)
             entry.last_seen = now
             entry.trace_id = trace_id  # the exemplar links to the latest model call's trace
             entry.turn = entry.turn or turn
             entry.agent = entry.agent or conversation.agent or agent
+        for call_id in ids:
+            self._by_call[call_id] = entry
+        entry.ids.update(ids)
         self._merge(entry, mark, conversation)
-        done: list[Ready] = []
+        completed: list[Ready] = []
         if conversation.final:
-            done.append(self._pop(conversation.key))
-        done.extend(evicted)
-        return done, len(evicted)
+            completed.append(self._pop(entry))
+        completed.extend(evicted)
+        return completed, len(evicted)
 
     def _merge(self, entry: _Open, mark: LlmMark, conversation: Conversation) -> None:
         calls = entry.calls
@@ -97,7 +121,7 @@ class Conversations:
             if known is None:
                 if len(calls) < self.max_calls:
                     calls[call.span_id] = call
-            elif known.result == "unknown" and known.error_class == "ok":
+            elif known.result == _UNKNOWN and known.error_class == "ok":
                 calls[call.span_id] = call
         for call_id in conversation.requested:
             entry.requested_at.setdefault(call_id, mark.end_ns)
@@ -108,11 +132,29 @@ class Conversations:
         entry.size += grown
         self.buffered_bytes += grown
 
-    def _pop(self, key: str) -> Ready:
-        entry = self._open.pop(key)
+    def _absorb(self, entry: _Open, other: _Open) -> None:
+        del self._open[other.number]
+        for call_id, call in other.calls.items():
+            entry.calls.setdefault(call_id, call)
+        for call_id, at in other.requested_at.items():
+            entry.requested_at.setdefault(call_id, at)
+        for call_id, at in other.answered_at.items():
+            entry.answered_at.setdefault(call_id, at)
+        entry.ids.update(other.ids)
+        for call_id in other.ids:
+            self._by_call[call_id] = entry
+        entry.llms.extend(other.llms)
+        entry.size += other.size
+        entry.turn = entry.turn or other.turn
+        entry.agent = entry.agent or other.agent
+
+    def _pop(self, entry: _Open) -> Ready:
+        del self._open[entry.number]
         self.buffered_bytes -= entry.size
-        self._done[key] = None
-        while len(self._done) > 4 * self.limit:
+        for call_id in entry.ids:
+            self._by_call.pop(call_id, None)
+            self._done[call_id] = None
+        while len(self._done) > 16 * self.limit:
             self._done.popitem(last=False)
         return entry.trace_id, entry.service, _group(entry)
 
@@ -120,17 +162,17 @@ class Conversations:
         """The open turns last seen at ``deadline`` or before (their answer never came)."""
         done: list[Ready] = []
         while self._open:
-            key, entry = next(iter(self._open.items()))
+            entry = next(iter(self._open.values()))
             if entry.last_seen > deadline:
                 break
-            done.append(self._pop(key))
+            done.append(self._pop(entry))
         return done
 
     def oldest(self) -> list[Ready]:
-        return [self._pop(next(iter(self._open)))] if self._open else []
+        return [self._pop(next(iter(self._open.values())))] if self._open else []
 
     def flush(self) -> list[Ready]:
-        return [self._pop(key) for key in list(self._open)]
+        return [self._pop(entry) for entry in list(self._open.values())]
 
 
 def _group(entry: _Open) -> TurnGroup:

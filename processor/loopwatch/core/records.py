@@ -61,8 +61,6 @@ class Conversation:
     loop over a raw model SDK): the calls since the turn's user message, read from the model
     calls' histories and joined with their results by call id."""
 
-    # the turn: a hash of the history up to its user message, and of the turn's first call id
-    key: str
     # the model answered in text (no call requested): the turn is complete
     final: bool
     # builds the calls, in history order, each with its result where one was sent back
@@ -70,6 +68,7 @@ class Conversation:
     # is one call); built only for a turn read from messages (tool spans usually win)
     calls: Callable[[], tuple[ToolCall, ...]]
     size: int  # how many calls ``calls`` builds
+    ids: frozenset[int]  # the stand-in span ids of those calls: what joins the turn's model calls
     # ids of the calls this model call requested (their results come in a later call)
     requested: frozenset[int] = frozenset()
     answered: frozenset[int] = frozenset()  # ids of the calls whose results it was sent
