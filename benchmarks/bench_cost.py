@@ -107,6 +107,7 @@ def _worker_stream(name: str) -> Callable[[Any], None]:
         "genai": lambda t: streams.emit_mix(t, 150, seed=1, plain_per_turn=0, http_roots=False),
         "plain": lambda t: streams.emit_plain(t, 700),
         "mix": lambda t: streams.emit_mix(t, 150, seed=1),
+        "handrolled": lambda t: streams.emit_handrolled(t, 60, seed=1),
     }[name]
 
 
@@ -408,7 +409,7 @@ def worker(args: argparse.Namespace, keep: list[Any]) -> dict[str, Any]:
     cells = [
         (f"{code.label}/{stream}", code, ("worker", stream, "5"))
         for code in codes(args.baseline, keep)
-        for stream in ("genai", "plain", "mix")
+        for stream in ("genai", "plain", "mix", "handrolled")
     ]
     rows = interleaved(args.rounds, cells)
     report: dict[str, Any] = {}

@@ -186,6 +186,9 @@ class Dress(SpanProcessor):
                     "final_result": "Your refund was issued.",
                 }
             )
+        for key in ("gen_ai.input.messages", "gen_ai.output.messages"):
+            if key in attrs:  # a hand-rolled turn's own history
+                extra.pop(key, None)
         span.set_attributes(extra)
 
 
@@ -339,3 +342,54 @@ def record(emit: Callable[[Tracer], None], seed: int = 11) -> list[ReadableSpan]
     memory = InMemorySpanExporter()
     emit(provider(seed, SimpleSpanProcessor(memory)).get_tracer("bench"))
     return list(memory.get_finished_spans())
+
+
+def _message(role: str, text: str = "", calls: Any = (), results: Any = ()) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = [{"type": "text", "content": text}] if text else []
+    parts += [{"type": "tool_call", "id": i, "name": n, "arguments": a} for i, n, a in calls]
+    parts += [{"type": "tool_call_response", "id": i, "response": r} for i, r in results]
+    return {"role": role, "parts": parts}
+
+
+def emit_handrolled(tracer: Tracer, turns: int, seed: int) -> None:
+    """A hand-rolled loop over a model SDK (no tool span): each model call its own trace, its
+    history in ``gen_ai.input.messages`` (Dress adds the rest). One turn in five loops: five
+    reworded ``create_ticket`` calls that time out; the others make one to three calls that
+    return rows, then answer."""
+    rng = random.Random(seed)
+    t = START_NS
+    history: list[dict[str, Any]] = [_message("system", "You are a support agent.")]
+    for i in range(turns):
+        history.append(_message("user", f"Question {i} about my order"))
+        looping = i % 5 == 0
+        for n in range(5 if looping else rng.randint(1, 3)):
+            call_id = f"call_{seed}_{i}_{n}"
+            if looping:
+                args = {"customer_id": "c_40912", "order_id": "88214", "summary": f"try {n}"}
+                call, result = (call_id, "create_ticket", args), "Error: TimeoutError: timed out"
+            else:
+                call = (call_id, "search_orders", {"query": f"order {i} {n}"})
+                result = json.dumps([{"order_id": str(rng.randint(1, 10**5))}])
+            answer = _message("assistant", calls=[call])
+            t = _model_call(tracer, history, answer, t)
+            history += [answer, _message("tool", results=[(call_id, result)])]
+        answer = _message("assistant", "Done.")
+        t = _model_call(tracer, history, answer, t)
+        history.append(answer)
+        del history[1:-8]  # the application keeps a window of the conversation
+
+
+def _model_call(tracer: Tracer, history: Any, answer: Any, t: int) -> int:
+    span = tracer.start_span(
+        "chat gpt-4.1",
+        start_time=t,
+        kind=trace.SpanKind.CLIENT,
+        attributes={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "gpt-4.1",
+            "gen_ai.input.messages": json.dumps(history),
+            "gen_ai.output.messages": json.dumps([answer]),
+        },
+    )
+    span.end(end_time=t + 400 * MS)
+    return t + 450 * MS
