@@ -129,7 +129,7 @@ def rate(args: argparse.Namespace) -> None:
 
 
 def false_alarms(args: argparse.Namespace) -> None:
-    from loopwatch.history.compare import DEFAULT_ALPHA, compare
+    from loopwatch.history.compare import compare
     from loopwatch.history.report import Report
     from tests.history import turn_summary
     from tests.test_compare import RETRY, false_alarm_rate, simulated_report
@@ -148,22 +148,25 @@ def false_alarms(args: argparse.Namespace) -> None:
             report.add(turn_summary("m-2", "v-1", attempts))
         return report
 
-    out: dict[str, Any] = {"alpha": DEFAULT_ALPHA, "turns_per_run": 200, "seeds": args.seeds}
+    alpha = args.alpha
+    out: dict[str, Any] = {"alpha": alpha, "turns_per_run": 200, "seeds": args.seeds}
     out["false_alarm_rate"] = {
-        f"{p3:.1%}": false_alarm_rate(p3, args.seeds) for p3 in (0.0, 0.005, 0.01, 0.02, 0.05)
+        f"{p3:.1%}": false_alarm_rate(p3, args.seeds, alpha)
+        for p3 in (0.0, 0.0024, 0.005, 0.01, 0.02, 0.05)
     }
     detected = {}
-    for p3 in (0.0, 0.005, 0.01):
+    for p3 in (0.0, 0.0024, 0.005, 0.01):
         hits = 0
         for seed in range(args.seeds):
             rng = random.Random(10_000 + seed)
             base = simulated_report(rng, p3)
-            hits += bool(compare(base, regressing(rng, p3), DEFAULT_ALPHA).regressions)
+            hits += bool(compare(base, regressing(rng, p3), alpha).regressions)
         detected[f"{p3:.1%}"] = hits / args.seeds
     out["detection_rate_one_in_20_at_3_4_attempts"] = detected
     print(json.dumps(out, indent=2))
     if args.out:
-        Path(args.out, "compare-false-alarms.json").write_text(json.dumps(out, indent=2) + "\n")
+        name = f"compare-false-alarms-alpha-{alpha:g}.json"
+        Path(args.out, name).write_text(json.dumps(out, indent=2) + "\n")
 
 
 def main() -> None:
@@ -179,6 +182,7 @@ def main() -> None:
     r.add_argument("--out", help="directory for replay-rate.json")
     f = sub.add_parser("false-alarms")
     f.add_argument("--seeds", type=int, default=2000)
+    f.add_argument("--alpha", type=float, default=0.05)
     f.add_argument("--out", help="directory for compare-false-alarms.json")
     args = parser.parse_args()
     {"rate": rate, "false-alarms": false_alarms}[args.command](args)

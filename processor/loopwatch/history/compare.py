@@ -29,7 +29,7 @@ from loopwatch.history.replay import (
 )
 from loopwatch.history.report import Report, percentile
 
-DEFAULT_ALPHA = 0.01
+DEFAULT_ALPHA = 0.05
 EXIT_NEUTRAL = 0
 EXIT_REGRESSION = 1
 EXIT_UNREADABLE = 2
