@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,13 +91,18 @@ def conversation(
                 requested[_call_id(call_id, both, position)] = (tool, arguments)
             position += 1
 
-    def calls() -> tuple[ToolCall, ...]:
+    asked_ids = {c: call_span_id(c) for c in asked}
+
+    def calls(known: Container[int] = ()) -> tuple[ToolCall, ...]:
         return (
-            *(_call(c, t, a, answers.get(c), start, config) for c, (t, a) in asked.items()),
+            *(
+                _call(c, t, a, answers.get(c), start, config)
+                for c, (t, a) in asked.items()
+                if asked_ids[c] not in known
+            ),
             *(_call(c, t, a, None, end, config) for c, (t, a) in requested.items()),
         )
 
-    asked_ids = {c: call_span_id(c) for c in asked}
     requested_ids = frozenset(call_span_id(c) for c in requested)
     return Conversation(
         outputs is not None and bool(outputs) and not requested,

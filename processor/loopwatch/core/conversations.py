@@ -35,6 +35,7 @@ class _Open:
     requested_at: dict[int, int] = field(default_factory=dict)  # call -> asking call's end
     answered_at: dict[int, int] = field(default_factory=dict)  # call -> answering call's start
     ids: set[int] = field(default_factory=set)  # every call id seen in the turn
+    settled: set[int] = field(default_factory=set)  # calls known with their outcome
     llms: list[LlmMark] = field(default_factory=list)
     size: int = _TURN_BYTES
 
@@ -115,7 +116,8 @@ class Conversations:
     def _merge(self, entry: _Open, mark: LlmMark, conversation: Conversation) -> None:
         calls = entry.calls
         before = len(calls)
-        for call in conversation.calls():
+        settled = entry.settled
+        for call in conversation.calls(settled):
             known = calls.get(call.span_id)
             # a later history may carry the result an earlier one lacked; never the reverse
             if known is None:
@@ -123,6 +125,10 @@ class Conversations:
                     calls[call.span_id] = call
             elif known.result == _UNKNOWN and known.error_class == "ok":
                 calls[call.span_id] = call
+            else:
+                continue
+            if call.result != _UNKNOWN or call.error_class != "ok":
+                settled.add(call.span_id)
         for call_id in conversation.requested:
             entry.requested_at.setdefault(call_id, mark.end_ns)
         for call_id in conversation.answered:
@@ -141,6 +147,7 @@ class Conversations:
         for call_id, at in other.answered_at.items():
             entry.answered_at.setdefault(call_id, at)
         entry.ids.update(other.ids)
+        entry.settled.update(other.settled)
         for call_id in other.ids:
             self._by_call[call_id] = entry
         entry.llms.extend(other.llms)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 
 from loopwatch.core.keys import AttemptKey
@@ -66,7 +66,8 @@ class Conversation:
     # builds the calls, in history order, each with its result where one was sent back
     # (``span_id`` is derived from the call id, so the same call read from several model calls
     # is one call); built only for a turn read from messages (tool spans usually win)
-    calls: Callable[[], tuple[ToolCall, ...]]
+    # (the argument: ids of calls already known with their outcome, not built again)
+    calls: Callable[[Container[int]], tuple[ToolCall, ...]]
     size: int  # how many calls ``calls`` builds
     ids: frozenset[int]  # the stand-in span ids of those calls: what joins the turn's model calls
     # ids of the calls this model call requested (their results come in a later call)
