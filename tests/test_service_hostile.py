@@ -9,7 +9,6 @@ import asyncio
 import dataclasses
 import itertools
 import socket
-import time
 from collections.abc import Iterator
 
 import grpc
@@ -36,9 +35,11 @@ from benchmarks.adversarial import (
 )
 from loopwatch.core.config import Config
 from loopwatch.service import http_server
+from loopwatch.service.app import Service as LiveService
+from loopwatch.service.http_base import Endpoint
 from loopwatch.service.run import STOP_SECONDS
 from tests.test_service_bad_input import EXPORT
-from tests.test_service_support import running, settle, value
+from tests.test_service_support import running, settle, value, wait_for
 
 _TRACES = itertools.count(300_000)
 
@@ -164,6 +165,13 @@ def test_deadlines_and_chunked_size_cap() -> None:
         assert value(s.registry, "loopwatch_turns_total") == 1
 
 
+def _endpoint(s: LiveService) -> Endpoint:
+    """The OTLP/HTTP endpoint of an in-process service: its counters are the state to wait on."""
+    endpoint = s._http
+    assert endpoint is not None
+    return endpoint
+
+
 def test_connection_cap() -> None:
     with running(Config(grace_seconds=0.0, max_connections=4)) as s:
         assert s.bound is not None
@@ -174,13 +182,9 @@ def test_connection_cap() -> None:
             assert _until_closed(c).startswith(b"HTTP/1.1 503")
         for c in held:
             c.close()
-        # the closed connections are noticed: serving goes on
-        for _ in range(50):
-            status = asyncio.run(exchange(address, post_bytes(good_body(1))))
-            if status != 503:
-                break
-            time.sleep(0.05)
-        assert status == 200
+        # serving goes on once the server has seen them closed
+        wait_for(lambda: _endpoint(s).open_connections == 0, timeout=30)
+        assert asyncio.run(exchange(address, post_bytes(good_body(1)))) == 200
 
 
 def test_the_other_documented_answers() -> None:
@@ -203,32 +207,25 @@ def test_the_other_documented_answers() -> None:
 def test_bodies_held_at_once_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     # the floor of the budget is 64 MiB; without it the budget is 4 x max_request_bytes
     monkeypatch.setattr(http_server, "MIN_BUFFER_BYTES", 0)
-    # the held bodies must outlive the probes: SMALL's 0.5 s body deadline would answer them
-    # 408 and free the budget before a probe on a busy machine gets its turn, and its 0.5 s
-    # header deadline can close a held connection before its headers are read when the event
-    # loop is starved (CI once saw 200 for 20 s: nothing was held)
+    # SMALL's 0.5 s deadlines would answer a held body 408 (freeing its share of the budget)
+    # if a starved event loop let them pass before the probe is read
     relaxed = dataclasses.replace(SMALL, body_timeout_seconds=30.0, header_timeout_seconds=30.0)
     with running(relaxed) as s:
         assert s.bound is not None
         address = s.bound.http
+        front = _endpoint(s).app
+        assert isinstance(front, http_server.OtlpFront)
         limit = SMALL.max_request_bytes
-        # four bodies of nearly max_request_bytes, each one byte short: 4 x limit held
+        # four bodies of nearly max_request_bytes, each one byte short: 4 x limit held. The
+        # probe waits until the server holds all of them: a probe read in between takes its
+        # share of the budget, and the held body that no longer fits is refused instead
         held = [_connect(address) for _ in range(4)]
         for c in held:
             c.sendall(raw([f"Content-Length: {limit}"], b"x" * (limit - 1)))
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:  # once the server has read them
-            status = asyncio.run(exchange(address, post_bytes(good_body(1))))
-            if status == 503:
-                break
-            time.sleep(0.05)
-        assert status == 503
+        wait_for(lambda: front.buffered == 4 * (limit - 1), timeout=30)
+        assert asyncio.run(exchange(address, post_bytes(good_body(1)))) == 503
         for c in held:
             c.close()
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:  # released once the server sees them closed
-            status = asyncio.run(exchange(address, post_bytes(good_body(2))))
-            if status == 200:
-                break
-            time.sleep(0.05)
-        assert status == 200
+        # released once the server sees them closed
+        wait_for(lambda: front.buffered == 0, timeout=30)
+        assert asyncio.run(exchange(address, post_bytes(good_body(2)))) == 200
