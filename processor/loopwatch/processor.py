@@ -10,6 +10,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -177,9 +178,13 @@ class LoopwatchSpanProcessor(SpanProcessor):
         # one entry per span dropped at the queue bound; deque.append is atomic under the GIL
         self._queue_drops: deque[None] = deque()
         self._wake = threading.Event()
-        self._idle = threading.Event()
         self._stopped = False
         self._lock = threading.Lock()  # held while the worker processes a batch
+        # Starts, ends and drops taken off their queues by finished drains. Under the lock none
+        # is being taken, so this plus what is queued counts everything handed over so far: the
+        # mark force_flush waits for. Counted per chunk by the worker, never in on_end.
+        self._processed = 0
+        self._drained = threading.Condition(self._lock)
         self._worker: threading.Thread | None = None
         # the last resource and its service (_service_of): spans of one provider share it
         self._resource: tuple[Resource | None, str] | None = None
@@ -223,9 +228,20 @@ class LoopwatchSpanProcessor(SpanProcessor):
         """Wait until every span handed to ``on_end`` so far has been processed."""
         if self._stopped:
             return True
-        self._idle.clear()
-        self._wake.set()
-        return self._idle.wait(timeout_millis / 1000)
+        timeout = timeout_millis / 1000
+        deadline = time.monotonic() + timeout
+        if not self._lock.acquire(timeout=timeout):  # the worker is inside a long batch
+            return False
+        try:
+            mark = self._processed + len(self._queue) + len(self._queue_drops)
+            if self._processed >= mark:
+                return True
+            self._wake.set()
+            return self._drained.wait_for(
+                lambda: self._processed >= mark, deadline - time.monotonic()
+            )
+        finally:
+            self._lock.release()
 
     # -- the worker -----------------------------------------------------------------------------
     def _start_worker(self) -> None:
@@ -236,8 +252,8 @@ class LoopwatchSpanProcessor(SpanProcessor):
         self._queue.clear()
         # the parent's worker may have held any of these at the fork (on_end sets _wake)
         self._lock = threading.Lock()
+        self._drained = threading.Condition(self._lock)
         self._wake = threading.Event()
-        self._idle = threading.Event()
         self._start_worker()
 
     def _safe(self, fn: Any, *args: Any) -> None:
@@ -256,15 +272,14 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._wake.clear()
             with self._lock:
                 self._drain()
+                self._drained.notify_all()
                 if clock() >= next_sweep:
                     self._safe(self._assembler.sweep)
                     self._safe(self.sink.open_turns, self._assembler.open_turns)
                     next_sweep = clock() + _SWEEP_SECONDS
-            if not self._queue:
-                self._idle.set()
         with self._lock:
             self._drain()
-        self._idle.set()
+            self._drained.notify_all()
 
     def _started(self, span: ReadableSpan) -> None:
         if not _DIRECT.get(type(span)):  # _stored's test, inlined: once per span
@@ -318,8 +333,9 @@ class LoopwatchSpanProcessor(SpanProcessor):
         if not queue and not self._queue_drops:
             return
         counts: dict[str, int] = {}
+        taken = 0
         while queue:
-            self._drain_chunk(queue, counts)
+            taken += self._drain_chunk(queue, counts)
         # counted once per batch: a metric update per span costs as much as reading it
         for kind, count in counts.items():
             self._safe(self.sink.span, kind, count)
@@ -327,13 +343,17 @@ class LoopwatchSpanProcessor(SpanProcessor):
         drops = self._queue_drops
         while drops:
             drops.popleft()
+            taken += 1
             self._safe(self.sink.dropped, DROP_QUEUE_FULL)
+        self._processed += taken
 
-    def _drain_chunk(self, queue: deque[Any], counts: dict[str, int]) -> None:
+    def _drain_chunk(self, queue: deque[Any], counts: dict[str, int]) -> int:
+        """Process up to a chunk of the queue; how many items it took."""
         # 1. ends read into records (starts stay as they are, in their place)
         items: list[Any] = []
         append, popleft, ended = items.append, queue.popleft, self._ended
-        for _ in range(min(len(queue), _CHUNK)):
+        taken = min(len(queue), _CHUNK)
+        for _ in range(taken):
             item = popleft()
             if type(item) is tuple:
                 append(item)
@@ -361,3 +381,4 @@ class LoopwatchSpanProcessor(SpanProcessor):
                 self._safe(self.sink.dropped, DROP_ERROR)
         # 3. the turns they completed to the sink
         self._safe(self._assembler.publish)
+        return taken
