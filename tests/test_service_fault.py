@@ -76,6 +76,15 @@ def _scalar(prometheus: str, expr: str, at: float) -> float:
     return float(result[0]["value"][1])
 
 
+def _exposed(text: str, name: str) -> float:
+    """A counter's total over its series in an exposition."""
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith((name + " ", name + "{"))
+    )
+
+
 def _wait(condition: Any, timeout: float) -> float:
     started = time.monotonic()
     while not condition():
@@ -155,9 +164,11 @@ def test_sigkill_and_restart_keeps_rate_correct(
         time.sleep(PHASE_SECONDS)
         driver.stop()
         sent = driver.sent
-        # every finished turn counted by the new replica, then two more scrapes
+        # every finished turn counted by the new replica, and that count scraped
         _wait(lambda: "loopwatch_open_turns 0.0" in get(bound.metrics, "/metrics")[1], 10)
-        time.sleep(2.5)
+        counted = _exposed(get(bound.metrics, "/metrics")[1], "loopwatch_turns_total")
+        _wait(lambda: _query(web, "sum(loopwatch_turns_total)", time.time()) != [], 30)
+        _wait(lambda: _scalar(web, "sum(loopwatch_turns_total)", time.time()) >= counted, 30)
         now = time.time()
         window = f"{int(now - started) + 2}s"
         series = "loopwatch_turns_total"
