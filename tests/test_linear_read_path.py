@@ -294,5 +294,31 @@ def _read_history(text: str) -> object:
 
 
 def test_a_model_calls_history_is_read_in_linear_time() -> None:
-    ratio, growth = _growth(_read_history, _history, 20_000)
+    ratio, growth = _growth(_read_history, _history, 100_000)
+    assert growth <= MAX_GROWTH, (ratio, growth)
+
+
+def _answer(n: int) -> str:
+    """A model call's answer of about ``n`` characters: calls without ids or with one id each
+    used twice (each is given an id of its own)."""
+    calls = [
+        {"type": "tool_call", "id": f"c{i // 2}" if i % 3 else "", "name": "t", "arguments": {}}
+        for i in range(n // 80)
+    ]
+    return json.dumps([{"role": "assistant", "parts": calls}])
+
+
+def _read_answer(text: str) -> object:
+    user = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}])
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": user}
+    attrs["gen_ai.output.messages"] = text
+    mark = read_span(SpanView(1, 2, None, "chat", 0, 1, attrs), Config())
+    assert isinstance(mark, LlmMark) and mark.messages is not None
+    conversation = mark.messages.read()
+    assert conversation is not None
+    return conversation.calls()
+
+
+def test_a_model_calls_answer_is_read_in_linear_time() -> None:
+    ratio, growth = _growth(_read_answer, _answer, 100_000)
     assert growth <= MAX_GROWTH, (ratio, growth)

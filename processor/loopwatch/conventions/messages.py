@@ -29,12 +29,11 @@ _ROLES_OF_RESULTS = frozenset({"tool", "function", "ipython"})
 
 @dataclass(slots=True)
 class Message:
-    """One message as the emitters normalize it: its role, its text, the calls it requests
-    ``(call id, tool, arguments)`` and the results it carries ``(call id, content, is_error)``
-    (``is_error`` None where the format has no such flag)."""
+    """One message as the emitters normalize it: its role, the calls it requests ``(call id,
+    tool, arguments)`` and the results it carries ``(call id, content, is_error)`` (``is_error``
+    None where the format has no such flag). Its text is not kept: nothing reads it."""
 
     role: str
-    text: str = ""
     calls: list[tuple[str | None, str, Any]] = field(default_factory=list)
     results: list[tuple[str | None, Any, bool | None]] = field(default_factory=list)
 
@@ -72,23 +71,30 @@ def conversation(
     # call id -> (tool, arguments), in history order
     asked: dict[str, tuple[str, Any]] = {}
     answers: dict[str, tuple[Any, bool | None]] = {}
+    order: list[str] = []  # the calls in history order: what results without an id answer
+    oldest = 0  # the oldest call that may still be unanswered (each call passed once)
     position = 0
     for message in inputs[first + 1 :]:
         for call_id, tool, arguments in message.calls:
             if len(asked) < limit:
-                asked[_call_id(call_id, asked, position)] = (tool, arguments)
+                key = _call_id(call_id, asked, (), position)
+                asked[key] = (tool, arguments)
+                order.append(key)
             position += 1
         for result in message.results:
-            # a result without its call id answers the oldest call still unanswered
-            answer_id = result[0] or next((c for c in asked if c not in answers), None)
+            answer_id = result[0]
+            if answer_id is None:  # it answers the oldest call still unanswered
+                while oldest < len(order) and order[oldest] in answers:
+                    oldest += 1
+                answer_id = order[oldest] if oldest < len(order) else None
             if answer_id is not None and answer_id not in answers:
                 answers[answer_id] = (result[1], result[2])
     requested: dict[str, tuple[str, Any]] = {}
     for message in outputs or ():
         for call_id, tool, arguments in message.calls:
             if len(asked) + len(requested) < limit:
-                both = asked.keys() | requested.keys()
-                requested[_call_id(call_id, both, position)] = (tool, arguments)
+                key = _call_id(call_id, asked, requested, position)
+                requested[key] = (tool, arguments)
             position += 1
 
     asked_ids = {c: call_span_id(c) for c in asked}
@@ -115,9 +121,11 @@ def conversation(
     )
 
 
-def _call_id(call_id: str | None, taken: Any, position: int) -> str:
+def _call_id(
+    call_id: str | None, taken: Container[str], also: Container[str], position: int
+) -> str:
     """The call's id; its position where it has none or repeats one already read."""
-    if call_id and call_id not in taken:
+    if call_id and call_id not in taken and call_id not in also:
         return call_id
     return f"{call_id or ''}#{position}"
 
@@ -197,14 +205,10 @@ def message_from(m: Mapping[str, Any]) -> Message:
     if isinstance(content, str):
         if result_role(message.role):
             message.results.append((_text_or_none(m.get("tool_call_id")), content, None))
-        else:
-            message.text += content
     elif isinstance(content, list):
         for block in content:
             if isinstance(block, Mapping):
                 _part(message, block)
-            elif isinstance(block, str):
-                message.text += block
     calls = m.get("tool_calls")
     if isinstance(calls, list):
         for call in calls:
@@ -223,11 +227,7 @@ def message_from(m: Mapping[str, Any]) -> Message:
 
 def _part(message: Message, part: Mapping[str, Any]) -> None:
     kind = part.get("type")
-    if kind == "text":
-        text = part.get("content", part.get("text"))
-        if isinstance(text, str):
-            message.text += text
-    elif kind in ("tool_call", "tool_use", "function_call"):
+    if kind in ("tool_call", "tool_use", "function_call"):
         message.calls.append(
             (
                 _text_or_none(part.get("id") or part.get("call_id")),

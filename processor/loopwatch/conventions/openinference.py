@@ -63,10 +63,12 @@ def _indexes(attrs: Mapping[str, Any], base: str) -> list[int]:
     skip = len(base)
     for key in attrs:
         if key.startswith(base):
-            end = key.find(".", skip)
-            number = key[skip:end]
-            if number.isdigit() and len(found) < MAX_MESSAGES:
+            number = key[skip : key.find(".", skip)]
+            # ASCII digits, and few of them: int() refuses others (and very long ones)
+            if number.isascii() and number.isdigit() and len(number) < 10:
                 found.add(int(number))
+                if len(found) >= MAX_MESSAGES:
+                    break
     return sorted(found)
 
 
@@ -79,24 +81,9 @@ def _messages(attrs: Mapping[str, Any], base: str) -> list[Message]:
         call_id = attrs.get(prefix + "tool_call_id")
         if result_role(message.role) or call_id is not None:
             message.results.append((call_id if isinstance(call_id, str) else None, content, None))
-        elif isinstance(content, str):
-            message.text = content
-        _contents(attrs, prefix, message)
         _tool_calls(attrs, prefix, message)
         found.append(message)
     return found
-
-
-def _contents(attrs: Mapping[str, Any], prefix: str, message: Message) -> None:
-    """``message.contents.K.message_content.{type,text}``: text blocks."""
-    for index in range(MAX_MESSAGES):
-        block = f"{prefix}contents.{index}.message_content."
-        kind = attrs.get(block + "type")
-        if kind is None:
-            return
-        text = attrs.get(block + "text")
-        if kind == "text" and isinstance(text, str):
-            message.text += text
 
 
 def _tool_calls(attrs: Mapping[str, Any], prefix: str, message: Message) -> None:
