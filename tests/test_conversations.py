@@ -326,3 +326,22 @@ def test_anthropic_results_in_user_messages_do_not_start_a_turn() -> None:
     assert conversation.final
     (call,) = conversation.calls()
     assert (call.tool, call.error_class) == ("create_ticket", "timeout")
+
+
+def test_open_conversations_count_every_call_id_they_hold() -> None:
+    """A model call naming thousands of call ids costs buffer bytes for each: the byte budget
+    (config.buffer_bytes) then bounds what open conversations hold."""
+    from loopwatch.core.conversations import Conversations
+    from loopwatch.core.records import Conversation, LlmMark
+
+    open_turns = Conversations(limit=10, max_calls=100)
+    mark = LlmMark(1, None, 0, 1, "m")
+    for start in range(0, 20_000, 5_000):
+        # each model call shares one id with the turn so far and names 4,999 new ones
+        ids = frozenset(range(max(start - 1, 1), start + 5_000))
+        turn = Conversation(False, lambda known: (), 0, ids)
+        open_turns.add(1, "s", mark, turn, 0.0)
+    assert len(open_turns) == 1
+    assert open_turns.buffered_bytes >= 20_000 * 150
+    open_turns.flush()
+    assert open_turns.buffered_bytes == 0

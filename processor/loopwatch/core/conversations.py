@@ -20,6 +20,7 @@ from loopwatch.core.turns import TurnGroup
 # What one open turn costs, estimated as the assembler estimates its buffers.
 _TURN_BYTES = 1500
 _CALL_BYTES = 700
+_ID_BYTES = 150  # a call id in the turn's set and in the index by call id
 _UNKNOWN = "unknown"
 
 
@@ -53,7 +54,8 @@ class Conversations:
         self._open: OrderedDict[int, _Open] = OrderedDict()  # least recently seen first
         self._by_call: dict[int, _Open] = {}
         # call ids of turns finalized lately: a model call of one arriving late (the service
-        # takes spans in any order) is late, not the start of a second turn
+        # takes spans in any order) is late, not the start of a second turn (at most
+        # 16 x limit ids: a fixed bound, ~16 MB at the default limit)
         self._done: OrderedDict[int, None] = OrderedDict()
         self._numbers = count()
         self.buffered_bytes = 0
@@ -103,9 +105,13 @@ class Conversations:
             entry.trace_id = trace_id  # the exemplar links to the latest model call's trace
             entry.turn = entry.turn or turn
             entry.agent = entry.agent or conversation.agent or agent
+        known_ids = len(entry.ids)
         for call_id in ids:
             self._by_call[call_id] = entry
         entry.ids.update(ids)
+        grown = (len(entry.ids) - known_ids) * _ID_BYTES
+        entry.size += grown
+        self.buffered_bytes += grown
         self._merge(entry, mark, conversation)
         completed: list[Ready] = []
         if conversation.final:
