@@ -35,11 +35,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 # Values that keep content off spans: the old boolean form and the util-genai modes that put
 # none on spans (EVENT_ONLY writes log events only).
 _NO_CONTENT_ON_SPANS = frozenset({"false", "0", "no", "off", "no_content", "event_only"})
-# A first parameter named self or cls, typed as a framework's run context (RunContext,
-# RunContextWrapper, ToolContext), or an untyped ctx/context, is the method's or the
-# framework's, not an argument the model chose (check-tools leaves it out too).
-_METHOD_PARAMETERS = frozenset({"self", "cls"})
-_CONTEXT_NAMES = frozenset({"ctx", "context"})
 
 _NO_SDK = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 _cached: tuple[object, trace.Tracer] | None = None
@@ -152,7 +147,7 @@ class _ToolSpec:
             self.signature: inspect.Signature | None = inspect.signature(fn)
         except (TypeError, ValueError):
             self.signature = None
-        self.context_parameter = _context_parameter(self.signature)
+        self.context_parameter = declarations.framework_parameter(self.signature)
 
     def start(
         self, tracer: trace.Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -211,20 +206,6 @@ class _ToolSpec:
             if isinstance(given, str) and given:
                 return given
         return f"call_{uuid.uuid4().hex}"
-
-
-def _context_parameter(signature: inspect.Signature | None) -> str | None:
-    if signature is None or not signature.parameters:
-        return None
-    first = next(iter(signature.parameters.values()))
-    annotation = first.annotation
-    if (
-        first.name in _METHOD_PARAMETERS
-        or (annotation is not first.empty and "Context" in str(annotation))
-        or (annotation is first.empty and first.name in _CONTEXT_NAMES)
-    ):
-        return first.name
-    return None
 
 
 def _succeed(call: _Open, result: Any) -> None:

@@ -6,6 +6,7 @@ definition, the ``@loopwatch.tool`` decorator.
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import threading
@@ -169,6 +170,22 @@ REGISTRY = _Registry()
 # How a declared function is traced: set by loopwatch.tracing, since the core imports no
 # OpenTelemetry; None returns the function as it is.
 _trace_calls: Callable[[Callable[..., Any], str], Callable[..., Any]] | None = None
+
+
+# A first parameter that is the method's (self, cls) or the framework's run context (pydantic-ai
+# RunContext, OpenAI Agents RunContextWrapper / ToolContext, or a ctx/context) is no argument the
+# model chose: check-tools does not review it and a traced call does not record it.
+_NOT_THE_MODELS = frozenset({"self", "cls", "ctx", "context"})
+
+
+def framework_parameter(signature: inspect.Signature | None) -> str | None:
+    """The name of a tool function's first parameter when the model does not choose it."""
+    if signature is None or not signature.parameters:
+        return None
+    first = next(iter(signature.parameters.values()))
+    if first.name in _NOT_THE_MODELS or "Context" in str(first.annotation):
+        return first.name
+    return None
 
 
 def trace_calls_with(hook: Callable[[Callable[..., Any], str], Callable[..., Any]] | None) -> None:

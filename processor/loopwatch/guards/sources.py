@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from loopwatch.core.declarations import REGISTRY
+from loopwatch.core.declarations import REGISTRY, framework_parameter
 
 
 class SourceError(ValueError):
@@ -75,14 +75,12 @@ def _function_parameters(fn: Callable[..., Any]) -> tuple[str, ...]:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return ()
-    names = []
-    for i, p in enumerate(sig.parameters.values()):
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        if i == 0 and (p.name in ("ctx", "context") or "Context" in str(p.annotation)):
-            continue  # pydantic-ai RunContext / OpenAI Agents RunContextWrapper
-        names.append(p.name)
-    return tuple(names)
+    skipped = framework_parameter(sig)
+    return tuple(
+        p.name
+        for i, p in enumerate(sig.parameters.values())
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and not (i == 0 and p.name == skipped)
+    )
 
 
 def from_function(name: str, fn: Callable[..., Any], source: str) -> ToolInfo:
