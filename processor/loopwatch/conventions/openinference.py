@@ -31,6 +31,8 @@ OPENINFERENCE = Family(
 INPUT_MESSAGES = "llm.input_messages."
 OUTPUT_MESSAGES = "llm.output_messages."
 _MESSAGE_PREFIXES = (INPUT_MESSAGES, OUTPUT_MESSAGES)
+_FIRST_INPUT = INPUT_MESSAGES + "0.message.role"
+_FIRST_OUTPUT = OUTPUT_MESSAGES + "0.message.role"
 # read from one history at most (each message costs a few lookups)
 MAX_MESSAGES = 20_000
 
@@ -38,6 +40,10 @@ MAX_MESSAGES = 20_000
 def held_messages(attrs: Mapping[str, Any]) -> tuple[Mapping[str, Any], int] | None:
     """The attributes read_messages reads, kept apart, and the bytes they hold; None when the
     span has no history."""
+    # (a lookup first: most spans have none, and the scan below reads every attribute; the
+    # SDK's attribute limit drops the oldest first, and the answer is written last)
+    if _FIRST_INPUT not in attrs and _FIRST_OUTPUT not in attrs:
+        return None
     held: dict[str, Any] = {}
     size = 0
     for key, value in attrs.items():
