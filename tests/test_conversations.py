@@ -345,3 +345,17 @@ def test_open_conversations_count_every_call_id_they_hold() -> None:
     assert open_turns.buffered_bytes >= 20_000 * 150
     open_turns.flush()
     assert open_turns.buffered_bytes == 0
+
+
+def test_a_trace_evicted_for_memory_mid_turn_loses_no_model_call() -> None:
+    """Under a byte budget too small for a request's model calls, the trace is evicted part
+    way; its model calls go to the open conversation (none counted as dropped), and the later
+    ones join it by call id: the turns still count as they would."""
+    config = replace(_config(), buffer_bytes=12_000)
+    p = Pipeline(config=config)
+    run_conversation(p, genai_attributes, "request")
+    assert p.value("loopwatch_spans_dropped_total", reason="memory") == 0
+    assert p.value("loopwatch_turns_total") == 3
+    assert p.observations("loopwatch_turn_max_attempts")[6.0] == 3
+    assert p.value("loopwatch_loops_total", tool="create_ticket", error_class="timeout") == 1
+    p.close()

@@ -33,11 +33,6 @@ EVICT_MEMORY = "memory"
 EVICT_SHUTDOWN = "shutdown"
 EVICT_REASONS = (EVICT_IDLE, EVICT_CAPACITY, EVICT_MEMORY, EVICT_SHUTDOWN)
 
-
-def _mark_start(item: tuple[LlmMark, Conversation]) -> int:
-    return item[0].start_ns
-
-
 # How many finalized trace ids are remembered to recognise late spans.
 _FINALIZED_MEMORY_FACTOR = 4
 
@@ -235,10 +230,9 @@ class TurnAssembler:
         records[span_id] = record
         trace.size += size
         self.buffered_bytes += size
-        kind = type(record)
-        if kind is ToolCall:
+        if type(record) is ToolCall:
             trace.tool_spans = True
-        elif kind is LlmMark and record.messages is not None:  # type: ignore[union-attr]
+        elif type(record) is LlmMark and record.messages is not None:
             trace.conversing = True
         if parent_id is None:
             trace.service = service
@@ -324,8 +318,8 @@ class TurnAssembler:
         if trace is None:
             return
         self.buffered_bytes -= trace.size
-        self._split(trace_id, trace, trace.records, evicted)
-        if evicted == EVICT_MEMORY and not trace.turns_emitted:
+        handed = self._split(trace_id, trace, trace.records, evicted)
+        if evicted == EVICT_MEMORY and not (trace.turns_emitted or handed):
             for _ in trace.records:
                 self.sink.dropped(DROP_MEMORY)
         if trace.turns_emitted:
@@ -341,19 +335,25 @@ class TurnAssembler:
         trace: _Trace,
         records: dict[int, Record],
         evicted: str | None = None,
-    ) -> None:
+    ) -> bool:
+        """Hand the turns of ``records`` on; whether model calls went to the open
+        conversations."""
         conversing = trace.conversing and not trace.tool_spans
-        allow_empty = trace.turns_emitted == 0 or conversing
+        handed = False  # model calls handed to the open conversations
+        emitted_before = trace.turns_emitted
+        allow_empty = emitted_before == 0 or conversing
         for group in split_turns(records, allow_empty, trace.children):
             if conversing and not group.calls:
                 if self._converse(trace_id, trace.service, group):
+                    handed = True
                     continue
-                if trace.turns_emitted:
+                if emitted_before:
                     continue  # (allow_empty was only for the model calls' turns)
             trace.turns_emitted += 1
             if evicted is not None:
                 self.sink.evicted(evicted)
             self._ready.append((trace_id, trace.service, group))
+        return handed
 
     def _converse(self, trace_id: int, service: str, group: TurnGroup) -> bool:
         """Hand the group's model calls that show their turn to the open conversations; False
@@ -371,7 +371,7 @@ class TurnAssembler:
                     read.append((mark, conversation))
         if not read:
             return False
-        read.sort(key=_mark_start)
+        read.sort(key=lambda item: item[0].start_ns)
         now = self.clock()
         for mark, conversation in read:
             added = self._conversations.add(
