@@ -2,8 +2,11 @@
 
 Reads the families (GenAI, OpenInference, OpenLLMetry) and the framework fields
 (conventions.frameworks) in span-conventions.md's order; applies the general rules of
-conventions.results (aggregate spans, wrapped results, errors named in results). The framework
-versions each reader was checked against are in its module's docstring and docs/frameworks.md."""
+conventions.results (aggregate spans, wrapped results, errors named in results); a tool call's
+record is built in conventions.calls. An LLM mark keeps the model call's messages unread
+(conventions.messages reads them only for a trace in which no span executes a tool). The
+framework versions each reader was checked against are in its module's docstring and
+docs/frameworks.md."""
 
 from __future__ import annotations
 
