@@ -36,14 +36,14 @@ _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 _ERROR, _OK = StatusCode.ERROR, StatusCode.OK
 # The worker wakes once a second, or as soon as the queue holds a batch: each wake starts on
 # caches the agent has since filled (with them flushed between batches, a span cost 1.15x as
-# much in batches of 100 spans, the old 0.1 s wake at 1,000 spans/s, as in batches of 500 or
-# more). The batch also bounds how many finished spans wait between wakes.
+# much in batches of 100 spans, what a 0.1 s wake gives at 1,000 spans/s, as in batches of 500
+# or more). The batch also bounds how many finished spans wait between wakes.
 _POLL_SECONDS = 1.0
 _BATCH = 4096  # queued starts and ends
 # The worker reads a chunk of the queue into records, then hands them to the assembler, then
 # publishes the turns they completed: each stage over many spans at once, with its code warm in
-# the CPU's caches (done span by span, the same work cost 1.4x as much: bench_cost.py worker,
-# 958575c against 35611eb). A chunk is small enough for its stages to run within one GIL
+# the CPU's caches (done span by span, the same work cost 1.4x as much, measured with
+# bench_cost.py worker). A chunk is small enough for its stages to run within one GIL
 # switch interval (5 ms) most of the time, so an agent thread taking the GIL between them does
 # not leave the next stage cold: with 1,024 the worker cost 1.9x as much a span in an agent at
 # 1,000 spans/s, and the agent kept 0.78 of its work at 5,000 spans/s rather than 0.84.
