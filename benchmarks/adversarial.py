@@ -1,7 +1,8 @@
-"""Attacks on a real ``loopwatch serve`` on loopback (issue 10). Each attack gets a fresh
-service process with default limits; per attack the report says whether it held (the answer
-docs/service.md promises), the service's RSS peak, whether good turns sent before, during and
-after it were each counted exactly once, and whether SIGTERM then exited 0 within 10 s.
+"""Attacks on a real ``loopwatch serve`` on loopback: hostile clients and hostile spans. Each
+attack gets a fresh service process with default limits; per attack the report says whether it
+held (the answer docs/service.md promises), the service's RSS peak, whether good turns sent
+before, during and after it were each counted exactly once, and whether SIGTERM then exited 0
+within 10 s.
 
     .venv/bin/python benchmarks/adversarial.py [--only NAME ...] [--out FILE]
 

@@ -8,7 +8,7 @@
 
 Every measurement runs in a fresh child process, rounds interleaved (the machine is shared and
 noisy: each figure is a median, each goal a ratio or a bound measured in the same run). Each
-subcommand prints how long it took; ``all`` takes ~N minutes on a quiet 2-core machine.
+subcommand prints how long it took, in wall-clock and in its children's CPU time.
 ``--baseline REV`` runs the same children against loopwatch as of a git revision (its
 ``processor/`` exported to a temporary directory), so before and after share the run.
 
@@ -511,7 +511,7 @@ def main() -> int:
     parser.add_argument(
         "--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[10, 100, 1000, 10000]
     )
-    parser.add_argument("--out", help="directory for in-process-cost.json")
+    parser.add_argument("--out", help="directory for in-process-WHAT.json")
     args = parser.parse_args()
     keep: list[Any] = []
     report: dict[str, Any] = {"cpus": os.cpu_count()}

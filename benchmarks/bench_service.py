@@ -28,8 +28,8 @@ as recorded (its values repeat); each code (this checkout, ``--baseline REV``) i
 processes, interleaved rounds.
 
 throughput: the same spans (seeded ids, so every process builds identical requests) go
-- decode-only: ``ExportTraceServiceRequest.FromString`` over the encoded requests (the baseline
-  the issue names), in this process;
+- decode-only: ``ExportTraceServiceRequest.FromString`` over the encoded requests (the floor:
+  what decoding alone costs), in this process;
 - core-only: decode, OTLP -> span views, and the service's pipeline (read, assemble, summarize,
   metrics), in this process, no network: the service's CPU cost per span;
 - null receiver: from a driver process through the real OTLP gRPC exporter into a gRPC server

@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/golden.py --write     # regenerate tests/golden/ (deliberately)
 
-tests/test_golden_metrics.py compares today's code against the files written by the code
-before the performance work (issue 11), so any change in what is exported shows as a diff.
+tests/test_golden_metrics.py compares this checkout's expositions against those files, so a
+change meant only to make loopwatch faster or tidier cannot alter one exported number unseen.
 When a change means to alter the numbers, write them with the code before it, e.g.
 ``git archive main processor | tar -x -C /tmp/before`` and ``PYTHONPATH=/tmp/before/processor:.``
 in front of the command above; then the test checks that the change did only that.

@@ -229,7 +229,7 @@ def test_heatmap_reads_prometheus_buckets_as_they_are() -> None:
     assert heatmaps[0]["targets"][0]["format"] == "heatmap"
 
 
-def test_rows_and_panels_the_issue_asks_for() -> None:
+def test_rows_and_their_panels() -> None:
     r = rows()
     assert list(r) == [
         "Overview",

@@ -1,6 +1,6 @@
 """The exported metrics, line for line, of the benchmark streams in process and through the
-service, against golden expositions written by the code before the performance work (issue 11):
-making loopwatch faster must not change one number it exports."""
+service, against the golden expositions in tests/golden/ (written deliberately, by
+benchmarks/golden.py --write): making loopwatch faster must not change one number it exports."""
 
 from __future__ import annotations
 

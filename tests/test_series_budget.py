@@ -1,8 +1,8 @@
 """/metrics has a bound in bytes: a series budget per family, label values cut to a length.
 
-Both attacks of issue 10 go through the service pipeline (real reading, assembling, metrics):
+Both cardinality attacks go through the service pipeline (real reading, assembling, metrics):
 20,000 turns whose service, agent, model and tool are each within 200 values (the per-label
-bound alone let 88.5 MB through), and 200 turns with 20 KB names (616 MiB before)."""
+bound alone lets 88.5 MB through), and 200 turns with 20 KB names (616 MiB without these bounds)."""
 
 from __future__ import annotations
 

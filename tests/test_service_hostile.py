@@ -1,5 +1,5 @@
-"""``loopwatch serve`` with its default limits against bursty and hostile HTTP clients (issue
-10): the attacks of benchmarks/adversarial.py on a real process on loopback, then SIGTERM. The
+"""``loopwatch serve`` with its default limits against bursty and hostile HTTP clients: the
+attacks of benchmarks/adversarial.py on a real process on loopback, then SIGTERM. The
 limits themselves (deadlines, connection cap, chunked size cap) are checked in process with
 small settings, so those tests take a second."""
 
