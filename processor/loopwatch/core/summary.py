@@ -102,6 +102,38 @@ def summarize(
 ) -> TurnSummary:
     """Numbers for one turn from its tool calls and LLM spans (any order). The agent is the
     turn span's, else the tool spans', else ``root_agent`` (the trace root's)."""
+    executed, guarded = _executed(calls)
+    by_key, by_tool, keys_of = _grouped(executed)
+    worst: list[ToolCall] = []
+    for key_calls in by_key.values():
+        if len(key_calls) > len(worst):
+            worst = key_calls
+    tools = _tool_summaries(by_tool, keys_of, guarded, llms, config)
+    agent = (
+        (turn.agent if turn else None)
+        or next((c.agent for c in executed if c.agent), None)
+        or root_agent
+    )
+    if turn is not None:
+        start_ns, end_ns = turn.start_ns, turn.end_ns
+    elif executed:
+        start_ns = min(start_ns or executed[0].start_ns, executed[0].start_ns)
+        end_ns = max(end_ns, max(c.end_ns for c in executed))
+    return TurnSummary(  # positional, as in _tool_summary
+        trace_id,
+        service,
+        agent or UNKNOWN,
+        _model(worst, llms, turn),
+        start_ns,
+        end_ns,
+        len(worst),
+        worst[0].key if worst else None,
+        tuple(sorted(tools, key=_TOOL)) if len(tools) > 1 else tuple(tools),
+    )
+
+
+def _executed(calls: list[ToolCall]) -> tuple[list[ToolCall], dict[str, dict[str, int]]]:
+    """The calls that ran, in start order, and tool -> decision -> calls a guard answered."""
     guarded: dict[str, dict[str, int]] = {}
     executed: list[ToolCall] = []
     for c in calls:
@@ -112,11 +144,23 @@ def summarize(
             decisions[c.guard] = decisions.get(c.guard, 0) + 1
     if len(executed) > 1:
         executed.sort(key=_STARTED)
+    return executed, guarded
+
+
+_Grouped = tuple[
+    dict[tuple[str, str, str], list[ToolCall]],  # key fields -> the key's calls
+    dict[str, list[ToolCall]],  # tool -> its calls
+    dict[str, list[list[ToolCall]]],  # tool -> its keys' calls
+]
+
+
+def _grouped(executed: list[ToolCall]) -> _Grouped:
+    """The calls by key and by tool, each in start order, in one pass."""
     # keyed on the key's compared fields as a plain tuple: AttemptKey's own hash and equality
     # are Python calls, twice per call here
     by_key: dict[tuple[str, str, str], list[ToolCall]] = {}
     by_tool: dict[str, list[ToolCall]] = {}
-    keys_of: dict[str, list[list[ToolCall]]] = {}  # tool -> its keys' calls
+    keys_of: dict[str, list[list[ToolCall]]] = {}
     for c in executed:
         k = c.key
         fields = (k.tool, k.identity, k.outcome)
@@ -135,100 +179,91 @@ def summarize(
             by_tool[c.tool] = [c]
         else:
             tool_calls.append(c)
+    return by_key, by_tool, keys_of
 
-    worst: list[ToolCall] = []
-    for key_calls in by_key.values():
-        if len(key_calls) > len(worst):
-            worst = key_calls
 
+def _tool_summaries(
+    by_tool: dict[str, list[ToolCall]],
+    keys_of: dict[str, list[list[ToolCall]]],
+    guarded: dict[str, dict[str, int]],
+    llms: list[LlmMark],
+    config: Config,
+) -> list[ToolSummary]:
+    """One summary per tool called, then one per tool whose every call a guard answered."""
     definition_versions: dict[str, str] | None = None  # only for a tool whose calls name none
     tools: list[ToolSummary] = []
     for tool, tool_calls in by_tool.items():
-        declaration = config.declaration(tool)
-        threshold = config.loop_threshold_for(declaration)
-        max_attempts = 0
-        repeats: dict[str, int] = {}
-        loops: set[tuple[str, str]] = set()
-        over_cap_ns = 0
-        looping: list[tuple[AttemptKey, int]] = []
-        for key_calls in keys_of[tool]:
-            n = len(key_calls)
-            if n > max_attempts:
-                max_attempts = n
-            if n > 1:  # most keys have one call: nothing more to count
-                error_class = key_calls[0].error_class
-                repeats[error_class] = repeats.get(error_class, 0) + n - 1
-            if n >= threshold:
-                error_class = key_calls[0].error_class
-                loops.add((error_class, REPEAT))
-                looping.append((key_calls[0].key, n))
-                # attempts past the loop threshold are what a breaker at cap threshold-1 stops
-                over_cap_ns += sum(max(0, c.end_ns - c.start_ns) for c in key_calls[threshold:])
-        # one pass over the tool's calls in start order
-        run = longest = bare = inferred = 0
-        readable = False
-        version = ""
-        classes: dict[str, int] = {}
-        for c in tool_calls:
-            result = c.result
-            if result == EMPTY:  # a failed call breaks a run like a call with rows
-                run += 1
-                if run > longest:
-                    longest = run
-            else:
-                run = 0
-            readable = readable or result != UNKNOWN
-            version = version or c.tool_version
-            classes[c.error_class] = classes.get(c.error_class, 0) + 1
-            if not c.arguments_known:
-                bare += 1
-            if c.key.inferred:
-                inferred += 1
-        # None when no result was readable (content capture off, or every call failed)
-        streak = longest if readable else None
-        if streak is not None and streak >= config.no_rows_threshold_for(declaration):
-            loops.add((OK, NO_ROWS))
-        if not version:
+        summary = _tool_summary(tool, tool_calls, keys_of[tool], config)
+        if tool in guarded:
+            summary.guard_decisions = _pairs(guarded.pop(tool))
+        if not summary.tool_version:
             if definition_versions is None:
                 definition_versions = _definition_versions(llms)
-            version = definition_versions.get(tool, "")
-        tools.append(
-            ToolSummary(  # positional: ToolSummary's fields in order (cheaper than keywords)
-                tool,
-                version,
-                max_attempts,
-                streak,
-                _pairs(classes),
-                _pairs(repeats) if repeats else (),
-                tuple(sorted(loops)) if loops else (),
-                over_cap_ns / 1e9,
-                bare,
-                _pairs(guarded.pop(tool)) if tool in guarded else (),
-                inferred,
-                tuple(looping) if looping else (),
-            )
-        )
+            summary.tool_version = definition_versions.get(tool, "")
+        tools.append(summary)
     for tool, decisions in guarded.items():  # tools whose every call was stopped by a guard
         tools.append(ToolSummary(tool, "", 0, None, (), (), (), 0.0, 0, _pairs(decisions)))
+    return tools
 
-    agent = (
-        (turn.agent if turn else None)
-        or next((c.agent for c in executed if c.agent), None)
-        or root_agent
-    )
-    if turn is not None:
-        start_ns, end_ns = turn.start_ns, turn.end_ns
-    elif executed:
-        start_ns = min(start_ns or executed[0].start_ns, executed[0].start_ns)
-        end_ns = max(end_ns, max(c.end_ns for c in executed))
-    return TurnSummary(  # positional, as ToolSummary above
-        trace_id,
-        service,
-        agent or UNKNOWN,
-        _model(worst, llms, turn),
-        start_ns,
-        end_ns,
-        len(worst),
-        worst[0].key if worst else None,
-        tuple(sorted(tools, key=_TOOL)) if len(tools) > 1 else tuple(tools),
+
+def _tool_summary(
+    tool: str, tool_calls: list[ToolCall], key_lists: list[list[ToolCall]], config: Config
+) -> ToolSummary:
+    """One tool's numbers from its calls and its keys' calls, in start order (no guard decisions;
+    the version the first call naming one names, else "")."""
+    declaration = config.declaration(tool)
+    threshold = config.loop_threshold_for(declaration)
+    max_attempts = over_cap_ns = 0
+    repeats: dict[str, int] = {}
+    loops: set[tuple[str, str]] = set()
+    looping: list[tuple[AttemptKey, int]] = []
+    for key_calls in key_lists:
+        n = len(key_calls)
+        if n > max_attempts:
+            max_attempts = n
+        if n > 1:  # most keys have one call: nothing more to count
+            error_class = key_calls[0].error_class
+            repeats[error_class] = repeats.get(error_class, 0) + n - 1
+        if n >= threshold:
+            error_class = key_calls[0].error_class
+            loops.add((error_class, REPEAT))
+            looping.append((key_calls[0].key, n))
+            # attempts past the loop threshold are what a breaker at cap threshold-1 stops
+            over_cap_ns += sum(max(0, c.end_ns - c.start_ns) for c in key_calls[threshold:])
+    # one pass over the tool's calls in start order
+    run = longest = bare = inferred = 0
+    readable, version = False, ""
+    classes: dict[str, int] = {}
+    for c in tool_calls:
+        result = c.result
+        if result == EMPTY:  # a failed call breaks a run like a call with rows
+            run += 1
+            if run > longest:
+                longest = run
+        else:
+            run = 0
+        readable = readable or result != UNKNOWN
+        version = version or c.tool_version
+        classes[c.error_class] = classes.get(c.error_class, 0) + 1
+        if not c.arguments_known:
+            bare += 1
+        if c.key.inferred:
+            inferred += 1
+    # None when no result was readable (content capture off, or every call failed)
+    streak = longest if readable else None
+    if streak is not None and streak >= config.no_rows_threshold_for(declaration):
+        loops.add((OK, NO_ROWS))
+    return ToolSummary(  # positional: ToolSummary's fields in order (cheaper than keywords)
+        tool,
+        version,
+        max_attempts,
+        streak,
+        _pairs(classes),
+        _pairs(repeats) if repeats else (),
+        tuple(sorted(loops)) if loops else (),
+        over_cap_ns / 1e9,
+        bare,
+        (),
+        inferred,
+        tuple(looping) if looping else (),
     )
