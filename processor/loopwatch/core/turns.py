@@ -65,19 +65,7 @@ def split_turns(
         groups = _one_turn_span(records, children, allow_empty)
         if groups is not None:
             return groups
-    calls: list[ToolCall] = []
-    marks: list[TurnMark | LlmMark] = []
-    root_agent: str | None = None
-    for rec in records.values():
-        if isinstance(rec, ToolCall):
-            calls.append(rec)
-        elif isinstance(rec, TurnMark | LlmMark):
-            marks.append(rec)
-            if isinstance(rec, TurnMark) and root_agent is None and rec.parent_id is None:
-                # The agent named by the trace's root span. Its children may end after it
-                # (AutoGen's ``invoke_agent`` root ends before OpenInference's AGENT span
-                # under it), leaving the turn's tool calls cut off from it.
-                root_agent = rec.agent or None
+    calls, marks, root_agent = _by_kind(records)
     # A trace without tool calls is one turn if anything in it is GenAI at all.
     if not calls and not (allow_empty and marks):
         return []
@@ -112,6 +100,26 @@ def split_turns(
         if anchor_record is not None:
             group.start_ns, group.end_ns = anchor_record.start_ns, anchor_record.end_ns
     return list(groups_by_anchor.values())
+
+
+def _by_kind(
+    records: Mapping[int, Record],
+) -> tuple[list[ToolCall], list[TurnMark | LlmMark], str | None]:
+    """The tool calls, the turn and LLM spans, and the agent the trace's root span names."""
+    calls: list[ToolCall] = []
+    marks: list[TurnMark | LlmMark] = []
+    root_agent: str | None = None
+    for rec in records.values():
+        if isinstance(rec, ToolCall):
+            calls.append(rec)
+        elif isinstance(rec, TurnMark | LlmMark):
+            marks.append(rec)
+            if isinstance(rec, TurnMark) and root_agent is None and rec.parent_id is None:
+                # The agent named by the trace's root span. Its children may end after it
+                # (AutoGen's ``invoke_agent`` root ends before OpenInference's AGENT span
+                # under it), leaving the turn's tool calls cut off from it.
+                root_agent = rec.agent or None
+    return calls, marks, root_agent
 
 
 def _one_turn_span(
