@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Mapping
-from itertools import count, islice
+from itertools import count
 from typing import Any, TextIO
 
 from prometheus_client import CollectorRegistry
@@ -22,7 +22,6 @@ from prometheus_client.utils import floatToGoString
 
 from loopwatch.core.config import Config
 from loopwatch.core.summary import TurnSummary
-from loopwatch.families import Family
 from loopwatch.metrics import LoopwatchMetrics
 
 _GAP_SECONDS = 86_400.0  # no turn for this long: jump to the next one (the series go stale)
@@ -50,10 +49,6 @@ class OpenMetricsWriter:
         self.registry = CollectorRegistry()
         self.metrics = LoopwatchMetrics(
             self.registry, config.label_limit, config.series_limit, config.label_chars
-        )
-        self._first_seen: tuple[Family, ...] = (
-            self.metrics.model_first_seen,
-            self.metrics.tool_version_first_seen,
         )
         self.extra = "".join(f',{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
         self._pending: list[tuple[int, int, TurnSummary]] = []  # (end_ns, order, summary)
@@ -135,14 +130,8 @@ class OpenMetricsWriter:
             self._next = following
 
     def _apply(self, summary: TurnSummary) -> None:
-        before = [len(f.series) for f in self._first_seen]
-        self.metrics.turn(summary)
         # first-seen gauges hold when the turn ended, not when it was replayed
-        for family, n in zip(self._first_seen, before, strict=True):
-            if len(family.series) > n:
-                with family.lock:
-                    for series in islice(family.series.values(), n, None):
-                        series.values[0] = summary.end_ns / 1e9
+        self.metrics.turn(summary, first_seen=summary.end_ns / 1e9)
 
     def _write(self, at: float) -> None:
         stamp = " " + _timestamp(at) + "\n"
