@@ -34,12 +34,12 @@ from benchmarks.adversarial import (
     slowloris,
 )
 from loopwatch.core.config import Config
-from loopwatch.service import http_server
+from loopwatch.service import http_server, metrics_server
 from loopwatch.service.app import Service as LiveService
 from loopwatch.service.http_base import Endpoint
 from loopwatch.service.run import STOP_SECONDS
 from tests.test_service_bad_input import EXPORT
-from tests.test_service_support import running, settle, value, wait_for
+from tests.test_service_support import get, running, settle, value, wait_for
 
 _TRACES = itertools.count(300_000)
 
@@ -185,6 +185,46 @@ def test_connection_cap() -> None:
         # serving goes on once the server has seen them closed
         wait_for(lambda: _endpoint(s).open_connections == 0, timeout=30)
         assert asyncio.run(exchange(address, post_bytes(good_body(1)))) == 200
+
+
+def _refused_on_metrics(s: LiveService) -> dict[str, str]:
+    """endpoint -> the refused-connections line of a real scrape of /metrics."""
+    assert s.bound is not None
+    status, text, _ = get(s.bound.metrics, "/metrics")
+    assert status == 200
+    name = "loopwatch_http_connections_refused_total"
+    return {
+        line.split('endpoint="', 1)[1].split('"', 1)[0]: line
+        for line in text.splitlines()
+        if line.startswith(name + "{")
+    }
+
+
+def test_refused_connections_are_counted_on_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics_server, "MAX_CONNECTIONS", 2)  # /metrics: two at once
+    with running(Config(grace_seconds=0.0, max_connections=3)) as s:
+        assert s.bound is not None and s._metrics_server is not None
+        name = "loopwatch_http_connections_refused_total"
+        assert _refused_on_metrics(s) == {
+            "otlp_http": f'{name}{{endpoint="otlp_http"}} 0.0',
+            "metrics": f'{name}{{endpoint="metrics"}} 0.0',
+        }
+        wait_for(lambda: s._metrics_server.open_connections == 0, timeout=30)
+        # OTLP/HTTP at its cap of three: two more are refused; /metrics at its two: one more
+        held = [_connect(s.bound.http) for _ in range(3)]
+        held += [_connect(s.bound.metrics) for _ in range(2)]
+        wait_for(lambda: _endpoint(s).open_connections == 3, timeout=30)
+        wait_for(lambda: s._metrics_server.open_connections == 2, timeout=30)
+        for address in (s.bound.http, s.bound.http, s.bound.metrics):
+            with _connect(address) as c:
+                assert _until_closed(c).startswith(b"HTTP/1.1 503")
+        for c in held:
+            c.close()
+        wait_for(lambda: s._metrics_server.open_connections == 0, timeout=30)
+        assert _refused_on_metrics(s) == {
+            "otlp_http": f'{name}{{endpoint="otlp_http"}} 2.0',
+            "metrics": f'{name}{{endpoint="metrics"}} 1.0',
+        }
 
 
 def test_the_other_documented_answers() -> None:

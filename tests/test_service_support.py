@@ -15,12 +15,15 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from loopwatch.catalog import FAMILIES
 from loopwatch.core.config import Config
 from loopwatch.service.app import Addresses, Service
 
 LOOPBACK = Addresses("127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0")
 # values that differ between two correct runs: wall-clock timestamps
 _VOLATILE = re.compile(r"(_created$|_first_seen_timestamp_seconds$)")
+# what only `loopwatch serve` exports (its HTTP front ends), not numbers of the spans
+_SERVE_ONLY = tuple(m.family for m in FAMILIES if m.serve_only)
 
 
 @contextmanager
@@ -53,7 +56,7 @@ def snapshot(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, st
     out = {}
     for metric in registry.collect():
         for s in metric.samples:
-            if not _VOLATILE.search(s.name):
+            if not _VOLATILE.search(s.name) and not s.name.startswith(_SERVE_ONLY):
                 out[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return out
 

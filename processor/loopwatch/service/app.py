@@ -9,6 +9,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from loopwatch.catalog import ENDPOINT_METRICS, ENDPOINT_OTLP_HTTP
 from loopwatch.core.config import Config
 from loopwatch.metrics import LoopwatchMetrics
 from loopwatch.service.grpc_server import start_grpc
@@ -45,6 +46,7 @@ class Service:
             label_limit=config.label_limit,
             series_limit=config.series_limit,
             label_chars=config.label_chars,
+            serve=True,
         )
         self.pipeline: Pipeline | None = None
         self.bound: Addresses | None = None
@@ -77,17 +79,27 @@ class Service:
         try:
             # metrics first: /healthz answers (and /readyz says "starting") while binding
             self._metrics_server, metrics = start_metrics(
-                self.requested.metrics, self.registry, self.ready, limits
+                self.requested.metrics, self.registry, self.ready, limits, self._refused_metrics
             )
             self._grpc, grpc_address = start_grpc(self.requested.grpc, self.pipeline, config)
             self._http, http_address = start_otlp_http(
-                self.requested.http, self.pipeline, config.max_request_bytes, limits
+                self.requested.http,
+                self.pipeline,
+                config.max_request_bytes,
+                limits,
+                self._refused_otlp_http,
             )
         except BaseException:
             self.stop(timeout=2.0)
             raise
         self.bound = Addresses(grpc_address, http_address, metrics)
         return self.bound
+
+    def _refused_metrics(self) -> None:
+        self.metrics.refused(ENDPOINT_METRICS)
+
+    def _refused_otlp_http(self) -> None:
+        self.metrics.refused(ENDPOINT_OTLP_HTTP)
 
     def stop(self, timeout: float = 10.0) -> bool:
         """Stop accepting, let in-flight requests finish, finalize every open turn.

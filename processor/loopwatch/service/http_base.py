@@ -188,15 +188,16 @@ class Front(httputil.HTTPServerConnectionDelegate):
 
 
 class _CappedServer(HTTPServer):
-    """tornado's HTTPServer, answering 503 to connections past ``cap`` (no request read)."""
+    """tornado's HTTPServer, answering 503 to connections past ``cap`` (no request read) and
+    reporting each to ``refused``."""
 
     cap = 0
     open = 0
-    refused = 0
+    refused: Callable[[], None]  # set before it serves
 
     def handle_stream(self, stream: IOStream, address: tuple[Any, ...]) -> None:
         if self.open >= self.cap:
-            self.refused += 1
+            self.refused()
             with contextlib.suppress(StreamClosedError):
                 stream.write(_BUSY)
             stream.close()
@@ -218,12 +219,15 @@ class Endpoint:
         app: Front,
         limits: Limits,
         max_body_bytes: int,
+        refused: Callable[[], None],
     ) -> None:
-        """``max_body_bytes`` is tornado's own bound: a longer body gets 400 unread."""
+        """``max_body_bytes`` is tornado's own bound: a longer body gets 400 unread.
+        ``refused`` is called on the endpoint's thread for each connection refused at the cap."""
         self.what = what
         self.app = app
         self.limits = limits
         self.max_body_bytes = max_body_bytes
+        self.refused = refused
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -234,10 +238,6 @@ class Endpoint:
     @property
     def open_connections(self) -> int:
         return self._server.open if self._server is not None else 0
-
-    @property
-    def refused_connections(self) -> int:
-        return self._server.refused if self._server is not None else 0
 
     def start(self, address: str) -> str:
         """Bind (or raise BindError) and serve; returns the bound ``HOST:PORT``."""
@@ -269,6 +269,7 @@ class Endpoint:
             max_body_size=self.max_body_bytes,
         )
         server.cap = limits.max_connections
+        server.refused = self.refused
         server.add_sockets(sockets)
         self._server = server
         self._ready.set()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,9 +208,14 @@ class _Export(Request):
 
 
 def start_otlp_http(
-    address: str, pipeline: Pipeline, max_request_bytes: int, limits: Limits
+    address: str,
+    pipeline: Pipeline,
+    max_request_bytes: int,
+    limits: Limits,
+    refused: Callable[[], None],
 ) -> tuple[Endpoint, str]:
-    """Serve OTLP/HTTP on ``address``; returns the endpoint and the bound address."""
+    """Serve OTLP/HTTP on ``address``; returns the endpoint and the bound address.
+    ``refused`` is called for each connection refused at ``limits.max_connections``."""
     front = OtlpFront(pipeline, max_request_bytes, limits.body_timeout_seconds)
-    endpoint = Endpoint("OTLP/HTTP", front, limits, max_request_bytes + DRAIN_BYTES)
+    endpoint = Endpoint("OTLP/HTTP", front, limits, max_request_bytes + DRAIN_BYTES, refused)
     return endpoint, endpoint.start(address)

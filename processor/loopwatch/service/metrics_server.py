@@ -76,10 +76,15 @@ class _Get(Request):
 
 
 def start_metrics(
-    address: str, registry: CollectorRegistry, ready: Callable[[], str | None], limits: Limits
+    address: str,
+    registry: CollectorRegistry,
+    ready: Callable[[], str | None],
+    limits: Limits,
+    refused: Callable[[], None],
 ) -> tuple[Endpoint, str]:
+    """Serve /metrics, /healthz and /readyz on ``address``; returns the endpoint and the bound
+    address. ``refused`` is called for each connection refused at MAX_CONNECTIONS."""
     front = MetricsFront(registry, ready, limits.body_timeout_seconds)
-    endpoint = Endpoint(
-        "metrics", front, replace(limits, max_connections=MAX_CONNECTIONS), MAX_BODY_BYTES
-    )
+    capped = replace(limits, max_connections=MAX_CONNECTIONS)
+    endpoint = Endpoint("metrics", front, capped, MAX_BODY_BYTES, refused)
     return endpoint, endpoint.start(address)
