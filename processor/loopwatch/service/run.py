@@ -9,19 +9,24 @@ import resource
 import signal
 import sys
 import threading
+from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from loopwatch.core.config import Config, ConfigError, config_file, load_config
+
+if TYPE_CHECKING:
+    from loopwatch.service.app import Addresses, Service
 
 log = logging.getLogger("loopwatch.service")
 
 # The service owns its process, so the cyclic garbage collector is set for its load: what was
 # loaded at start is frozen (never traversed again), and young objects are collected every
 # 50,000 allocations rather than 700. Span views and records are freed by reference counting
-# anyway; with the defaults the collector's passes took 14-15% of the service's CPU under
-# load (benchmarks/profile_service.py). Python's 5 ms GIL switch interval is kept: 1 ms, set
-# here before the pipeline worked in stages, cost about 1.1x the CPU a span on the stream of
-# bench_service.py rate and was no faster for an exporter waiting on its answers.
+# anyway; with the defaults the collector's passes take 14-15% of the service's CPU under
+# load (benchmarks/profile_service.py). Python's 5 ms GIL switch interval is kept: a 1 ms
+# interval costs about 1.1x the CPU a span on the stream of bench_service.py rate and is no
+# faster for an exporter waiting on its answers.
 GC_THRESHOLDS = (50_000, 20, 20)
 STOP_SECONDS = 10.0  # SIGTERM to exit, at most (Kubernetes gives 30 by default)
 EXIT_CONFIG = 2
@@ -112,25 +117,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         from prometheus_client import REGISTRY
 
-        from loopwatch.service.activity import Activity
-        from loopwatch.service.addresses import BindError, join_address, split_address
-        from loopwatch.service.app import Addresses, Service
+        from loopwatch.service.addresses import BindError
+        from loopwatch.service.app import Service
     except ImportError as e:
         return _fail(f"{e}; install the serve extra: pip install 'loopwatch[serve]'", EXIT_START)
     if args.summary_seconds <= 0:
         return _fail("--summary-seconds must be positive", EXIT_CONFIG)
     try:
-        file = config_file(args.config)
-        config = load_config(args.config)
-        metrics_default = join_address(config.metrics_host, config.metrics_port)
-        addresses = Addresses(
-            grpc=args.grpc_address or config.grpc_address,
-            http=args.http_address or config.http_address,
-            metrics=args.metrics_address or metrics_default,
-        )
-        split_address(addresses.grpc, "--grpc-address")
-        split_address(addresses.http, "--http-address")
-        split_address(addresses.metrics, "--metrics-address")
+        file, config, addresses = _load(args)
     except ConfigError as e:
         return _fail(str(e), EXIT_CONFIG)
 
@@ -166,8 +160,36 @@ def run(args: argparse.Namespace) -> int:
         config.grace_seconds,
         config.idle_timeout_seconds,
     )
+    return _serve_until(stop, service, args.summary_seconds)
+
+
+def _load(args: argparse.Namespace) -> tuple[Path | None, Config, Addresses]:
+    """The config file (None: defaults), the config, and the addresses the flags and the config
+    give, each address checked; ConfigError names what is wrong."""
+    from loopwatch.service.addresses import join_address, split_address
+    from loopwatch.service.app import Addresses
+
+    file = config_file(args.config)
+    config = load_config(args.config)
+    metrics_default = join_address(config.metrics_host, config.metrics_port)
+    addresses = Addresses(
+        grpc=args.grpc_address or config.grpc_address,
+        http=args.http_address or config.http_address,
+        metrics=args.metrics_address or metrics_default,
+    )
+    split_address(addresses.grpc, "--grpc-address")
+    split_address(addresses.http, "--http-address")
+    split_address(addresses.metrics, "--metrics-address")
+    return file, config, addresses
+
+
+def _serve_until(stop: threading.Event, service: Service, summary_seconds: float) -> int:
+    """Log what arrived every ``summary_seconds`` until ``stop`` is set, then stop the service
+    (open turns finalized within STOP_SECONDS); the exit code."""
+    from loopwatch.service.activity import Activity
+
     activity = Activity(service.metrics)
-    while not stop.wait(args.summary_seconds):
+    while not stop.wait(summary_seconds):
         line = activity.line()
         if line is not None:
             log.info("%s", line)
