@@ -10,9 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from loopwatch.cli import main
-from tests.helpers import require_tool
+from loopwatch.demo.emit import emit_turn
+from loopwatch.demo.scenarios import healthy
+from tests.helpers import S, require_tool
 from tests.test_replay_support import batches, incident_turns, record, write_collector_json
 from tests.test_service_support import snapshot
 
@@ -119,3 +124,29 @@ def test_promtool_backfills_it(replayed: Any, tmp_path: Path) -> None:
     total = sum(v for (name, _), v in expected.items() if name == "loopwatch_turns_total")
     assert turns and sum(turns.values()) == total == 36
     assert all('job="loopwatch"' in labels and 'instance="replay"' in labels for labels in turns)
+
+
+def test_a_turn_lands_in_the_scrape_after_it_ended_however_wide_the_requests(
+    tmp_path: Path,
+) -> None:
+    """Quiet traffic: a turn every two minutes, exported in requests of 200 spans, so one
+    request spans over an hour of span time and a turn's root arrives long after it ended.
+    Every scrape still holds exactly the turns that ended by its time."""
+    rng = random.Random(3)
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    for i in range(60):
+        emit_turn(provider.get_tracer("t"), healthy(rng, "gpt-4.1"), (START + 120 * i) * S)
+    spans = list(memory.get_finished_spans())
+    path = write_collector_json(tmp_path / "quiet.json", batches(spans, size=200))
+    out = tmp_path / "quiet.om"
+    assert main(["replay", str(path), "--openmetrics", str(out), "--json", "--no-progress"]) == 0
+    ends = sorted(s.end_time / 1e9 for s in spans if s.parent is None)
+    scraped: dict[int, float] = {}
+    for name, _, value, at in _samples(out):
+        if name == "loopwatch_turns_total":
+            scraped[at] = scraped.get(at, 0.0) + value
+    assert len(scraped) > 100
+    for at, turns in scraped.items():
+        assert turns == sum(end <= at for end in ends), at

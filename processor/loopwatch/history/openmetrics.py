@@ -6,8 +6,9 @@ Turns go into a ``LoopwatchMetrics`` registry of their own (the same code, names
 bounds as a live replica) in the order they ended, and every ``interval`` seconds of span time
 the whole registry is written as one scrape: each sample with that timestamp and the ``job``
 and ``instance`` labels a scrape would add. A scrape at time T holds every turn that ended by
-T. Turns are held until no turn ending before the next scrape can still come (the grace and
-the idle timeout of span time), so memory holds a few minutes of turns, not the input."""
+T. Turns are held until no turn ending before the next scrape can still come (the replay says
+when: a grace period and the idle timeout of span time after the batches that could still
+bring one), so memory holds a few minutes of turns, not the input."""
 
 from __future__ import annotations
 
@@ -36,16 +37,13 @@ def _timestamp(at: float) -> str:
 
 
 class OpenMetricsWriter:
-    """The core's Sink; write ``advance(now)`` after each batch and ``close()`` at the end."""
+    """The core's Sink; call ``advance(settled)`` after each batch and ``close()`` at the end."""
 
     def __init__(
         self, out: TextIO, config: Config, interval: float, labels: Mapping[str, str]
     ) -> None:
         self.out = out
         self.interval = interval
-        # a turn ending at e is finalized by span time e + grace (its root came) or e + the
-        # idle timeout (it never did): scrapes before that are complete
-        self.hold = config.grace_seconds + config.idle_timeout_seconds
         self.registry = CollectorRegistry()
         self.metrics = LoopwatchMetrics(
             self.registry, config.label_limit, config.series_limit, config.label_chars
@@ -88,9 +86,11 @@ class OpenMetricsWriter:
         self.metrics.open_turns(count)
 
     # -- scrapes --------------------------------------------------------------------------------
-    def advance(self, now: float) -> None:
-        """Write every scrape that no turn still to come can change (``now``: span time)."""
-        self._write_until(now - self.hold)
+    def advance(self, settled: float) -> None:
+        """Write every scrape that no turn still to come can change: those up to ``settled``,
+        the span time by which every turn that ended has been handed over
+        (``Replay.settled``)."""
+        self._write_until(settled)
 
     def close(self) -> None:
         try:

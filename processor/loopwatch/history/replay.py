@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
@@ -43,6 +44,9 @@ class Replay:
         self.pipeline = Pipeline(config, sink, clock=self.clock, worker=False)
         self.rooted_at_end = 0  # traces finalized at the end of input: with their root
         self.rootless_at_end = 0  # and without one (its parent never came)
+        self._hold = config.grace_seconds + config.idle_timeout_seconds
+        # (clock before, clock after) of the batches read within the last hold of span time
+        self._recent: deque[tuple[float, float]] = deque()
 
     def clock(self) -> float:
         return self.now
@@ -50,11 +54,27 @@ class Replay:
     def feed(self, spans: list[SpanView]) -> None:
         if not spans:
             return
+        before = self.now
         latest = max(s.end_ns for s in spans) / 1e9
         if latest > self.now:
             self.now = latest
         self.pipeline.process(spans)
         self.pipeline.advance()
+        recent = self._recent
+        recent.append((before, self.now))
+        while recent[0][1] <= self.now - self._hold:
+            recent.popleft()
+
+    def settled(self) -> float:
+        """Span time up to which every turn has reached the sink, for input in time order.
+
+        A trace is finalized a grace period after its root arrives, or the idle timeout after
+        its last span did; a span arrives with its batch, on the clock after that batch (its
+        latest end), though it may have ended as early as the clock before it. So a turn still
+        to come arrived in a batch read within the last grace plus idle timeout, and ended no
+        earlier than the clock before the oldest of those batches."""
+        horizon = self.now - self._hold
+        return min(self._recent[0][0], horizon) if self._recent else horizon
 
     def finish(self) -> None:
         self.rooted_at_end, self.rootless_at_end = self.pipeline.finish()
@@ -123,7 +143,7 @@ def run_replay(
     for batch in reader.batches():
         replay.feed(batch)
         if on_batch is not None:
-            on_batch(replay.now)
+            on_batch(replay.settled())
         shown.tick()
     replay.finish()
     shown.done()
