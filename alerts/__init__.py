@@ -1,1 +1,1 @@
-"""Alert rules and Alertmanager routing, generated from the mixin config (dashboards/config.py)."""
+"""Alert rules and Alertmanager routing, generated from the mixin config (mixin/config.py)."""

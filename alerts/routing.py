@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboards import config as c
+from mixin import config as c
 
 
 def alertmanager_config() -> dict[str, Any]:

@@ -1,18 +1,20 @@
-"""Recording and alerting rules, as functions of the mixin config (``dashboards/config.py``)."""
+"""Recording and alerting rules, as functions of the mixin config (``mixin/config.py``) and the
+metric catalog (``loopwatch.catalog``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from dashboards import config as c
+from loopwatch import catalog as m
+from mixin import config as c
 
 Rule = dict[str, Any]
 Group = dict[str, Any]
 
 # counts in descriptions: increase() extrapolates, so round
 VALUE = '{{ printf "%.0f" $value }}'
-TURN = "loopwatch_turn_max_attempts"
-TOOL = "loopwatch_tool_max_attempts"
+TURN = m.TURN_MAX_ATTEMPTS.name
+TOOL = m.TOOL_MAX_ATTEMPTS.name
 BY_MODEL = "job, service, agent, model"
 BY_AGENT = "job, service, agent"
 BY_VERSION = "job, service, tool, tool_version"
@@ -159,14 +161,48 @@ def _event(metric: str, le: str, window: str) -> str:
 ) > 0"""
 
 
-def loop_alerts() -> list[Rule]:
-    loop, severe, no_rows = c.LOOP_THRESHOLD, c.SEVERE_THRESHOLD, c.NO_ROWS_THRESHOLD
-    w = c.REGRESSION_WINDOW
-    history = (
-        f"the same {{kind}}'s share over the {c.BASELINE_WINDOW} ending {c.BASELINE_OFFSET} ago"
-    )
+def _spoken(duration: str) -> str:
+    """A window in words: 10m -> 10 minutes."""
+    units = {"s": "second", "m": "minute", "h": "hour", "d": "day", "w": "week"}
+    n, unit = int(duration[:-1]), units[duration[-1]]
+    return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
 
-    # turns with >= 2 attempts over the p99 window, against P99_SHARE of all its turns
+
+def loop_alerts() -> list[Rule]:
+    severe, no_rows = _event_alerts()
+    return [severe, _p99_alert(), *_change_alerts(), no_rows]
+
+
+def _event_alerts() -> list[Rule]:
+    """A single turn past a threshold: the severe loop and the no-rows streak."""
+    severe, no_rows = c.SEVERE_THRESHOLD, c.NO_ROWS_THRESHOLD
+    window, last = c.EVENT_WINDOW, _spoken(c.EVENT_WINDOW)
+    return [
+        _alert(
+            "LoopwatchSevereLoop",
+            _event(TOOL, c.LE_SEVERE, window),
+            c.EVENT_FOR,
+            "critical",
+            f"A turn called one tool {severe} or more times with the same attempt key.",
+            f"Tool {{{{ $labels.tool }}}} reached {severe} or more attempts on one attempt key "
+            "in a turn of agent {{ $labels.agent }} (model {{ $labels.model }}, service "
+            f"{{{{ $labels.service }}}}) in the last {last}.",
+        ),
+        _alert(
+            "LoopwatchNoRowsStreak",
+            _event(m.NO_ROWS_STREAK.name, c.LE_NO_ROWS, window),
+            c.EVENT_FOR,
+            "warning",
+            f"A tool returned no rows {no_rows} or more times in a row within one turn.",
+            f"Tool {{{{ $labels.tool }}}} had a no-rows streak of {no_rows} or more in a turn "
+            "of agent {{ $labels.agent }} (model {{ $labels.model }}, service "
+            f"{{{{ $labels.service }}}}) in the last {last}.",
+        ),
+    ]
+
+
+def _p99_alert() -> Rule:
+    """Turns with >= 2 attempts over the p99 window, against P99_SHARE of all its turns."""
     turns_p99 = f"sum by ({BY_MODEL}) (increase({TURN}_count[{c.P99_WINDOW}]))"
     repeated = (
         f"sum by ({BY_MODEL}) (\n  increase({TURN}_count[{c.P99_WINDOW}])\n"
@@ -182,55 +218,54 @@ def loop_alerts() -> list[Rule]:
         )
         + f"\nand on ({BY_MODEL})\n  {_looped(TURN, BY_MODEL, c.P99_WINDOW)} > 0.5"
     )
+    return _alert(
+        "LoopwatchAttemptsP99AboveOne",
+        p99,
+        c.P99_FOR,
+        "warning",
+        "More than one turn in a hundred repeats a tool call.",
+        f"{VALUE} turns of agent {{{{ $labels.agent }}}}, model "
+        f"{{{{ $labels.model }}}} (service {{{{ $labels.service }}}}) repeated a call in the "
+        f"last {c.P99_WINDOW}, clearly more than {c.P99_SHARE:.0%} of its turns (p99 of max "
+        f"attempts per turn above 1), and some reached {c.LOOP_THRESHOLD} attempts.",
+    )
 
-    tiles_model = (TILE_MODEL_LOOPS, TILE_MODEL_TURNS)
-    tiles_tool = (TILE_VERSION_LOOPS, TILE_VERSION_USES)
-    new_model = _new_against_baseline(TURN, BY_MODEL, BY_AGENT, tiles_model)
-    model_regression = _against_own_baseline(TURN, BY_MODEL, tiles_model)
-    new_version = _new_against_baseline(TOOL, BY_VERSION, BY_TOOL, tiles_tool, 'tool_version!=""')
-    tool_regression = _against_own_baseline(TOOL, BY_TOOL, tiles_tool)
+
+def _new_pattern_alert() -> Rule:
+    loops = m.LOOPS.name
     new_pattern = (
-        "group by (job, service, tool, error_class, kind) (loopwatch_loops_total)\n"
+        f"group by (job, service, tool, error_class, kind) ({loops})\n"
         "unless on (job, service, tool, error_class, kind)\n"
-        f"  present_over_time(loopwatch_loops_total[{c.BASELINE_WINDOW}] offset 10m)\n"
+        f"  present_over_time({loops}[{c.BASELINE_WINDOW}] offset {c.NEW_PATTERN_OFFSET})\n"
         "and on (job, service)\n"
         f"  {_in_history(TILE_MODEL_TURNS, 'job, service')}"
     )
+    return _alert(
+        "LoopwatchNewLoopPattern",
+        new_pattern,
+        c.NEW_PATTERN_FOR,
+        "warning",
+        f"A tool loops in a way not seen in the previous {c.BASELINE_WINDOW}.",
+        "New loop pattern in service {{ $labels.service }}: tool {{ $labels.tool }}, error "
+        "class {{ $labels.error_class }}, kind {{ $labels.kind }}.",
+    )
+
+
+def _change_alerts() -> list[Rule]:
+    """Loops judged against history: a new pattern, a model or tool against its own baseline,
+    a new model or tool version against its parent's."""
+    loop, w = c.LOOP_THRESHOLD, c.REGRESSION_WINDOW
+    history = (
+        f"the same {{kind}}'s share over the {c.BASELINE_WINDOW} ending {c.BASELINE_OFFSET} ago"
+    )
+    tiles_model = (TILE_MODEL_LOOPS, TILE_MODEL_TURNS)
+    tiles_tool = (TILE_VERSION_LOOPS, TILE_VERSION_USES)
     margin = f"the expected count plus {c.MARGIN_Z:g} x its square root plus {c.MARGIN_FLOOR:g}"
     return [
-        _alert(
-            "LoopwatchSevereLoop",
-            _event(TOOL, c.LE_SEVERE, "10m"),
-            "1m",
-            "critical",
-            f"A turn called one tool {severe} or more times with the same attempt key.",
-            f"Tool {{{{ $labels.tool }}}} reached {severe} or more attempts on one attempt key "
-            "in a turn of agent {{ $labels.agent }} (model {{ $labels.model }}, service "
-            "{{ $labels.service }}) in the last 10 minutes.",
-        ),
-        _alert(
-            "LoopwatchAttemptsP99AboveOne",
-            p99,
-            c.P99_FOR,
-            "warning",
-            "More than one turn in a hundred repeats a tool call.",
-            f"{VALUE} turns of agent {{{{ $labels.agent }}}}, model "
-            f"{{{{ $labels.model }}}} (service {{{{ $labels.service }}}}) repeated a call in the "
-            f"last {c.P99_WINDOW}, clearly more than {c.P99_SHARE:.0%} of its turns (p99 of max "
-            f"attempts per turn above 1), and some reached {loop} attempts.",
-        ),
-        _alert(
-            "LoopwatchNewLoopPattern",
-            new_pattern,
-            "1m",
-            "warning",
-            f"A tool loops in a way not seen in the previous {c.BASELINE_WINDOW}.",
-            "New loop pattern in service {{ $labels.service }}: tool {{ $labels.tool }}, error "
-            "class {{ $labels.error_class }}, kind {{ $labels.kind }}.",
-        ),
+        _new_pattern_alert(),
         _alert(
             "LoopwatchModelLoopShareRegression",
-            model_regression,
+            _against_own_baseline(TURN, BY_MODEL, tiles_model),
             c.CHANGE_FOR,
             "warning",
             "A model loops more often than it did before.",
@@ -241,7 +276,7 @@ def loop_alerts() -> list[Rule]:
         ),
         _alert(
             "LoopwatchToolLoopShareRegression",
-            tool_regression,
+            _against_own_baseline(TOOL, BY_TOOL, tiles_tool),
             c.CHANGE_FOR,
             "warning",
             "A tool loops more often than it did before.",
@@ -251,7 +286,7 @@ def loop_alerts() -> list[Rule]:
         ),
         _alert(
             "LoopwatchNewModelLoops",
-            new_model,
+            _new_against_baseline(TURN, BY_MODEL, BY_AGENT, tiles_model),
             c.CHANGE_FOR,
             "warning",
             "A new model loops more often than the agent did before it.",
@@ -262,7 +297,7 @@ def loop_alerts() -> list[Rule]:
         ),
         _alert(
             "LoopwatchNewToolVersionLoops",
-            new_version,
+            _new_against_baseline(TOOL, BY_VERSION, BY_TOOL, tiles_tool, 'tool_version!=""'),
             c.CHANGE_FOR,
             "warning",
             "A new tool version loops more often than the tool did before it.",
@@ -270,16 +305,6 @@ def loop_alerts() -> list[Rule]:
             f"{{{{ $labels.service }}}}) is new since {c.BASELINE_OFFSET} ago and reached "
             f"{loop} attempts on one key in {VALUE} turns, more than the tool's loop "
             f"share over the {c.BASELINE_WINDOW} before predicts ({margin}).",
-        ),
-        _alert(
-            "LoopwatchNoRowsStreak",
-            _event("loopwatch_no_rows_streak", c.LE_NO_ROWS, "10m"),
-            "1m",
-            "warning",
-            f"A tool returned no rows {no_rows} or more times in a row within one turn.",
-            f"Tool {{{{ $labels.tool }}}} had a no-rows streak of {no_rows} or more in a turn "
-            "of agent {{ $labels.agent }} (model {{ $labels.model }}, service "
-            "{{ $labels.service }}) in the last 10 minutes.",
         ),
     ]
 
@@ -290,16 +315,17 @@ def pipeline_alerts() -> list[Rule]:
         _alert(
             "LoopwatchDown",
             f"up{{{job}}} == 0\nor absent(up{{{job}}})",
-            "5m",
+            c.DOWN_FOR,
             "critical",
             "A loopwatch replica is down or not scraped; tool-call loops go unseen.",
             'loopwatch target "{{ $labels.instance }}" of job {{ $labels.job }} has been down '
-            "or missing for 5 minutes.",
+            f"or missing for {_spoken(c.DOWN_FOR)}.",
         ),
         _alert(
             "LoopwatchSpansDropped",
-            "sum by (job, instance, reason) (rate(loopwatch_spans_dropped_total[5m])) > 0",
-            "15m",
+            "sum by (job, instance, reason) "
+            f"(rate({m.SPANS_DROPPED.name}[{c.DROPPED_WINDOW}])) > 0",
+            c.DROPPED_FOR,
             "warning",
             "A loopwatch replica drops spans; loops can be missed.",
             "loopwatch {{ $labels.instance }} drops {{ $value | humanize }} spans/s (reason "
@@ -308,8 +334,8 @@ def pipeline_alerts() -> list[Rule]:
         _alert(
             "LoopwatchTurnsEvicted",
             "sum by (job, instance, reason) "
-            '(rate(loopwatch_turns_evicted_total{reason!="shutdown"}[15m])) > 0',
-            "15m",
+            f'(rate({m.TURNS_EVICTED.name}{{reason!="shutdown"}}[{c.EVICTED_WINDOW}])) > 0',
+            c.EVICTED_FOR,
             "warning",
             "A loopwatch replica finalizes turns before their root span ends.",
             "loopwatch {{ $labels.instance }} evicts {{ $value | humanize }} turns/s (reason "
@@ -317,8 +343,9 @@ def pipeline_alerts() -> list[Rule]:
         ),
         _alert(
             "LoopwatchLabelOverflow",
-            "sum by (job, instance, label) (rate(loopwatch_label_overflow_total[15m])) > 0",
-            "15m",
+            "sum by (job, instance, label) "
+            f"(rate({m.LABEL_OVERFLOW.name}[{c.LABEL_OVERFLOW_WINDOW}])) > 0",
+            c.LABEL_OVERFLOW_FOR,
             "warning",
             'A loopwatch label reached its bound; new values become "other".',
             "loopwatch {{ $labels.instance }} label {{ $labels.label }} reached its bound of "
@@ -326,8 +353,9 @@ def pipeline_alerts() -> list[Rule]:
         ),
         _alert(
             "LoopwatchArgumentsNotCaptured",
-            "sum by (job, service, tool) (rate(loopwatch_calls_without_arguments_total[15m])) > 0",
-            "30m",
+            "sum by (job, service, tool) "
+            f"(rate({m.CALLS_WITHOUT_ARGUMENTS.name}[{c.NO_ARGUMENTS_WINDOW}])) > 0",
+            c.NO_ARGUMENTS_FOR,
             "warning",
             "Tool calls arrive without arguments; their attempt keys are coarse.",
             "Calls of tool {{ $labels.tool }} in service {{ $labels.service }} carry no "

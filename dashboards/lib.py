@@ -17,7 +17,8 @@ from grafana_foundation_sdk.models import common, dashboard
 from grafana_foundation_sdk.models import heatmap as heatmap_m
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
-from dashboards.config import PROMETHEUS_UID
+from loopwatch.catalog import TOOL_CALLS, TURNS
+from mixin.config import PROMETHEUS_UID
 
 DS = dashboard.DataSourceRef(type_val="prometheus", uid="${datasource}")
 WIDTH = 24
@@ -197,10 +198,10 @@ def variables() -> list[cogbuilder.Builder[dashboard.VariableModel]]:
         .current(current_ds)
     ]
     chain = [
-        ("service", "Service", "loopwatch_turns_total", ""),
-        ("agent", "Agent", "loopwatch_turns_total", 'service=~"$service"'),
-        ("model", "Model", "loopwatch_turns_total", 'service=~"$service", agent=~"$agent"'),
-        ("tool", "Tool", "loopwatch_tool_calls_total", 'service=~"$service", agent=~"$agent"'),
+        ("service", "Service", TURNS.name, ""),
+        ("agent", "Agent", TURNS.name, 'service=~"$service"'),
+        ("model", "Model", TURNS.name, 'service=~"$service", agent=~"$agent"'),
+        ("tool", "Tool", TOOL_CALLS.name, 'service=~"$service", agent=~"$agent"'),
     ]
     for name, label, metric, selector in chain:
         query = (

@@ -3,9 +3,35 @@
 from __future__ import annotations
 
 from grafana_foundation_sdk.builders import dashboard as dash_b
+from grafana_foundation_sdk.builders import heatmap, table, timeseries
 from grafana_foundation_sdk.models import dashboard
 
-from dashboards.config import (
+from dashboards.health import health
+from dashboards.lib import (
+    Layout,
+    Query,
+    annotation,
+    bucket_heatmap,
+    data_table,
+    single_stat,
+    ts,
+    variables,
+)
+from loopwatch.catalog import (
+    ATTEMPT_BUCKETS,
+    GUARD_DECISIONS_TOTAL,
+    LOOPS,
+    MODEL_FIRST_SEEN,
+    NO_ROWS_STREAK,
+    OVER_CAP_SECONDS,
+    REPEAT_CALLS,
+    TOOL_CALLS,
+    TOOL_MAX_ATTEMPTS,
+    TOOL_VERSION_FIRST_SEEN,
+    TURN_MAX_ATTEMPTS,
+    TURNS,
+)
+from mixin.config import (
     DASHBOARD_TITLE,
     DASHBOARD_UID,
     GUARD_FILTER,
@@ -18,16 +44,6 @@ from dashboards.config import (
     TAGS,
     TOOL_FILTER,
     TURN_FILTER,
-)
-from dashboards.lib import (
-    Layout,
-    Query,
-    annotation,
-    bucket_heatmap,
-    data_table,
-    single_stat,
-    ts,
-    variables,
 )
 
 F = TURN_FILTER
@@ -54,17 +70,29 @@ def _quantile(q: str, metric: str, by: str, selector: str, window: str, offset: 
     return f"histogram_quantile({q}, sum by ({by}) ({inner}))"
 
 
+# title, description, unit, query, thresholds (from, colour), width
+Stat = tuple[str, str, str, Query, tuple[tuple[float | None, str], ...], int]
+TURN = TURN_MAX_ATTEMPTS.name
+
+
 def _overview(layout: Layout) -> None:
     layout.row("Overview")
-    turn = "loopwatch_turn_max_attempts"
-    stats = [
+    for title, description, unit, query, thresholds, width in _turn_stats() + _call_stats():
+        layout.add(single_stat(title, description, unit, query, thresholds), width, 4)
+
+
+def _turn_stats() -> list[Stat]:
+    """Traffic and how bad the turns were."""
+    buckets = ", ".join(map(str, ATTEMPT_BUCKETS[:10]))
+    reads = min(b for b in ATTEMPT_BUCKETS if b >= 14)
+    return [
         (
             "Turns/s",
             "Finished agent turns per second (with or without tool calls), summed over every "
             "loopwatch replica. Read it as the traffic behind every ratio on this dashboard: a "
             "p99 over three turns means little.",
             "short",
-            Query(f"sum(rate(loopwatch_turns_total{{{F}}}[{RATE}]))"),
+            Query(f"sum(rate({TURNS.name}{{{F}}}[{RATE}]))"),
             ((None, "blue"),),
             3,
         ),
@@ -75,18 +103,18 @@ def _overview(layout: Layout) -> None:
             "reads 1 (shown as up to 1.0: Prometheus interpolates inside the lowest bucket); "
             "above 1 means at least one turn in a hundred repeated a call.",
             "short",
-            Query(_quantile("0.99", turn, "le", F, RANGE), instant=True),
+            Query(_quantile("0.99", TURN, "le", F, RANGE), instant=True),
             ((None, "green"), (1.01, "orange"), (SEVERE_THRESHOLD, "red")),
             3,
         ),
         (
             "Max attempts per turn",
-            "The worst turn in the range, as the upper bound of its histogram bucket (buckets 1, "
-            f"2, 3, 4, 5, 6, 8, 10, 12, 16, ...: a turn with 14 attempts reads 16). "
+            "The worst turn in the range, as the upper bound of its histogram bucket (buckets "
+            f"{buckets}, ...: a turn with 14 attempts reads {reads}). "
             f"{SEVERE_THRESHOLD} or more is the severe-loop alert's threshold; open the "
             "exemplars on the row below to find the trace.",
             "short",
-            Query(_quantile("1", turn, "le", F, RANGE), instant=True),
+            Query(_quantile("1", TURN, "le", F, RANGE), instant=True),
             ((None, "green"), (LOOP_THRESHOLD, "orange"), (SEVERE_THRESHOLD, "red")),
             3,
         ),
@@ -97,13 +125,19 @@ def _overview(layout: Layout) -> None:
             "stopped it). Exact: it is read from the bucket counts, not interpolated.",
             "percentunit",
             Query(
-                f"1 - sum({in_range(f'{turn}_bucket{{{F}, {LE_LOOP}}}')}) "
-                f"/ sum({in_range(f'{turn}_count{{{F}}}')})",
+                f"1 - sum({in_range(f'{TURN}_bucket{{{F}, {LE_LOOP}}}')}) "
+                f"/ sum({in_range(f'{TURN}_count{{{F}}}')})",
                 instant=True,
             ),
             ((None, "green"), (0.01, "orange"), (0.05, "red")),
             4,
         ),
+    ]
+
+
+def _call_stats() -> list[Stat]:
+    """What the loops cost: empty results, duplicate calls, time past the cap."""
+    return [
         (
             "No-rows streak p99",
             "99th percentile of the longest run of consecutive empty results per tool and turn: "
@@ -111,7 +145,7 @@ def _overview(layout: Layout) -> None:
             "(a search reworded until the agent gives up).",
             "short",
             Query(
-                _quantile("0.99", "loopwatch_no_rows_streak", "le", T, RANGE),
+                _quantile("0.99", NO_ROWS_STREAK.name, "le", T, RANGE),
                 instant=True,
             ),
             ((None, "green"), (3, "orange")),
@@ -123,7 +157,7 @@ def _overview(layout: Layout) -> None:
             "turn: the side effects a key-based dedupe or loop breaker would have absorbed "
             "(the fourteen-tickets incident counts 13).",
             "short",
-            Query(f"sum({in_range(f'loopwatch_repeat_calls_total{{{T}}}')})", instant=True),
+            Query(f"sum({in_range(f'{REPEAT_CALLS.name}{{{T}}}')})", instant=True),
             ((None, "green"), (1, "orange")),
             4,
         ),
@@ -133,184 +167,174 @@ def _overview(layout: Layout) -> None:
             "breaker at the default cap would have given back to users (330 s for the "
             "fourteen-tickets incident).",
             "s",
-            Query(f"sum({in_range(f'loopwatch_over_cap_seconds_total{{{T}}}')})", instant=True),
+            Query(f"sum({in_range(f'{OVER_CAP_SECONDS.name}{{{T}}}')})", instant=True),
             ((None, "green"), (60, "orange")),
             4,
         ),
     ]
-    for title, description, unit, query, thresholds, width in stats:
-        layout.add(single_stat(title, description, unit, query, thresholds), width, 4)
 
 
 def _attempts(layout: Layout) -> None:
     layout.row("Loops: max attempts per turn")
-    turn = "loopwatch_turn_max_attempts"
-    layout.add(
-        ts(
-            "Max attempts per turn by model (p50 / p90 / p99)",
-            "Percentiles of the per-turn maximum attempt count, by the model that issued the "
-            "worst key's calls. Healthy: every line at or just under 1. A p99 line lifting off 1 "
-            "after a deploy is the regression to look at; the dots are exemplars, click one to "
-            "open the turn's trace in Jaeger.",
-            "short",
-            [
-                Query(_quantile(q, turn, "model, le", F, RATE), legend=f"p{q[2:]} {{{{model}}}}")
-                for q in ("0.50", "0.90")
-            ]
-            + [
-                Query(
-                    _quantile("0.99", turn, "model, le", F, RATE),
-                    legend="p99 {{model}}",
-                    exemplar=True,
-                )
-            ],
-        ),
-        12,
-        8,
-    )
-    layout.add(
-        bucket_heatmap(
-            "Distribution of max attempts per turn",
-            "Turns per bucket of max attempts over time (darker = more turns). Nearly all turns "
-            "belong in the bottom bucket (1); any colour at 3 and above is a loop, and a band "
-            "that appears at 16 is a runaway like the fourteen-tickets incident.",
+    for panel in (_attempt_percentiles(), _attempt_heatmap(), _loop_shares(), _guards()):
+        layout.add(panel, 12, 8)
+
+
+def _attempt_percentiles() -> timeseries.Panel:
+    return ts(
+        "Max attempts per turn by model (p50 / p90 / p99)",
+        "Percentiles of the per-turn maximum attempt count, by the model that issued the "
+        "worst key's calls. Healthy: every line at or just under 1. A p99 line lifting off 1 "
+        "after a deploy is the regression to look at; the dots are exemplars, click one to "
+        "open the turn's trace in Jaeger.",
+        "short",
+        [
+            Query(_quantile(q, TURN, "model, le", F, RATE), legend=f"p{q[2:]} {{{{model}}}}")
+            for q in ("0.50", "0.90")
+        ]
+        + [
             Query(
-                f"sum by (le) (increase({turn}_bucket{{{F}}}[{RATE}]))",
-                legend="{{le}}",
-                heatmap=True,
-            ),
-        ),
-        12,
-        8,
+                _quantile("0.99", TURN, "model, le", F, RATE),
+                legend="p99 {{model}}",
+                exemplar=True,
+            )
+        ],
     )
-    layout.add(
-        ts(
-            f"Share of turns at ≥{LOOP_THRESHOLD} and ≥{SEVERE_THRESHOLD} attempts",
-            f"Fraction of turns whose worst attempt key reached {LOOP_THRESHOLD} (a loop at the "
-            f"loop threshold) and {SEVERE_THRESHOLD} (the severe-loop alert), by model. Exact "
-            "bucket ratios. Compare models against each other, and a model against itself before "
-            "and after a change.",
-            "percentunit",
-            [
-                Query(
-                    f"1 - sum by (model) (rate({turn}_bucket{{{F}, {le}}}[{RATE}])) "
-                    f"/ sum by (model) (rate({turn}_count{{{F}}}[{RATE}]))",
-                    legend=f"{label} {{{{model}}}}",
-                )
-                for le, label in (
-                    (LE_LOOP, f"≥{LOOP_THRESHOLD}"),
-                    (LE_SEVERE, f"≥{SEVERE_THRESHOLD}"),
-                )
-            ],
+
+
+def _attempt_heatmap() -> heatmap.Panel:
+    return bucket_heatmap(
+        "Distribution of max attempts per turn",
+        "Turns per bucket of max attempts over time (darker = more turns). Nearly all turns "
+        "belong in the bottom bucket (1); any colour at 3 and above is a loop, and a band "
+        "that appears at 16 is a runaway like the fourteen-tickets incident.",
+        Query(
+            f"sum by (le) (increase({TURN}_bucket{{{F}}}[{RATE}]))",
+            legend="{{le}}",
+            heatmap=True,
         ),
-        12,
-        8,
     )
-    layout.add(
-        ts(
-            "Guards stopping loops",
-            "Tool calls a loopwatch guard answered without executing, by tool and decision: "
-            "stopped (loop threshold reached), no_rows_stopped (no-rows streak), "
-            "budget_exhausted, suppressed (duplicate side effect) and circuit_open. A guard "
-            "firing is a loop caught, not a loop gone: read it next to the share above. Not "
-            "split by model (guards record service, agent and tool).",
-            "short",
-            [
-                Query(
-                    "sum by (tool, decision) (rate(loopwatch_guard_decisions_total"
-                    f"{{{GUARD_FILTER}}}[{RATE}]))",
-                    legend="{{tool}} {{decision}}",
-                )
-            ],
-        ),
-        12,
-        8,
+
+
+def _loop_shares() -> timeseries.Panel:
+    return ts(
+        f"Share of turns at ≥{LOOP_THRESHOLD} and ≥{SEVERE_THRESHOLD} attempts",
+        f"Fraction of turns whose worst attempt key reached {LOOP_THRESHOLD} (a loop at the "
+        f"loop threshold) and {SEVERE_THRESHOLD} (the severe-loop alert), by model. Exact "
+        "bucket ratios. Compare models against each other, and a model against itself before "
+        "and after a change.",
+        "percentunit",
+        [
+            Query(
+                f"1 - sum by (model) (rate({TURN}_bucket{{{F}, {le}}}[{RATE}])) "
+                f"/ sum by (model) (rate({TURN}_count{{{F}}}[{RATE}]))",
+                legend=f"{label} {{{{model}}}}",
+            )
+            for le, label in (
+                (LE_LOOP, f"≥{LOOP_THRESHOLD}"),
+                (LE_SEVERE, f"≥{SEVERE_THRESHOLD}"),
+            )
+        ],
+    )
+
+
+def _guards() -> timeseries.Panel:
+    return ts(
+        "Guards stopping loops",
+        "Tool calls a loopwatch guard answered without executing, by tool and decision: "
+        "stopped (loop threshold reached), no_rows_stopped (no-rows streak), "
+        "budget_exhausted, suppressed (duplicate side effect) and circuit_open. A guard "
+        "firing is a loop caught, not a loop gone: read it next to the share above. Not "
+        "split by model (guards record service, agent and tool).",
+        "short",
+        [
+            Query(
+                f"sum by (tool, decision) (rate({GUARD_DECISIONS_TOTAL.name}"
+                f"{{{GUARD_FILTER}}}[{RATE}]))",
+                legend="{{tool}} {{decision}}",
+            )
+        ],
     )
 
 
 def _by_tool(layout: Layout) -> None:
     layout.row("By tool")
-    layout.add(
-        data_table(
-            "Which tools loop, with which error class",
-            "Turns in the selected range in which a key of this tool and error class looped. "
-            "kind=repeat: the same identity failed the same way again and again (timeout, "
-            "rate_limited, ...); kind=no_rows: consecutive empty results (error class ok). The "
-            "top row is where to start.",
-            "short",
-            [
-                Query(
-                    "sort_desc(sum by (tool, error_class, kind) "
-                    f"({in_range(f'loopwatch_loops_total{{{T}}}')}) > 0)",
-                    instant=True,
-                    table=True,
-                )
-            ],
-        ),
-        12,
-        8,
+    for panel in (_looping_tools(), _tool_percentiles(), _calls_by_class(), _duplicates()):
+        layout.add(panel, 12, 8)
+
+
+def _looping_tools() -> table.Panel:
+    return data_table(
+        "Which tools loop, with which error class",
+        "Turns in the selected range in which a key of this tool and error class looped. "
+        "kind=repeat: the same identity failed the same way again and again (timeout, "
+        "rate_limited, ...); kind=no_rows: consecutive empty results (error class ok). The "
+        "top row is where to start.",
+        "short",
+        [
+            Query(
+                "sort_desc(sum by (tool, error_class, kind) "
+                f"({in_range(f'{LOOPS.name}{{{T}}}')}) > 0)",
+                instant=True,
+                table=True,
+            )
+        ],
     )
-    layout.add(
-        ts(
-            "p99 max attempts per tool and tool version",
-            "Per tool and tool version (a short hash of the tool's description; empty when "
-            "unknown): 99th percentile of the max attempts that tool's keys got in a turn. A new "
-            "version line that sits above the old one is a description change that made the "
-            "model retry.",
-            "short",
-            [
-                Query(
-                    _quantile(
-                        "0.99", "loopwatch_tool_max_attempts", "tool, tool_version, le", T, RATE
-                    ),
-                    legend="{{tool}} {{tool_version}}",
-                    exemplar=True,
-                )
-            ],
-        ),
-        12,
-        8,
+
+
+def _tool_percentiles() -> timeseries.Panel:
+    return ts(
+        "p99 max attempts per tool and tool version",
+        "Per tool and tool version (a short hash of the tool's description; empty when "
+        "unknown): 99th percentile of the max attempts that tool's keys got in a turn. A new "
+        "version line that sits above the old one is a description change that made the "
+        "model retry.",
+        "short",
+        [
+            Query(
+                _quantile("0.99", TOOL_MAX_ATTEMPTS.name, "tool, tool_version, le", T, RATE),
+                legend="{{tool}} {{tool_version}}",
+                exemplar=True,
+            )
+        ],
     )
-    layout.add(
-        ts(
-            "Tool calls by error class",
-            "Tool calls per second by tool and error class (ok = success). A loop usually starts "
-            "with a rise in one error class (timeout, rate_limited, unavailable); compare its "
-            "shape with the duplicates next to it.",
-            "short",
-            [
-                Query(
-                    f"sum by (tool, error_class) (rate(loopwatch_tool_calls_total{{{T}}}[{RATE}]))",
-                    legend="{{tool}} {{error_class}}",
-                )
-            ],
-        ),
-        12,
-        8,
+
+
+def _calls_by_class() -> timeseries.Panel:
+    return ts(
+        "Tool calls by error class",
+        "Tool calls per second by tool and error class (ok = success). A loop usually starts "
+        "with a rise in one error class (timeout, rate_limited, unavailable); compare its "
+        "shape with the duplicates next to it.",
+        "short",
+        [
+            Query(
+                f"sum by (tool, error_class) (rate({TOOL_CALLS.name}{{{T}}}[{RATE}]))",
+                legend="{{tool}} {{error_class}}",
+            )
+        ],
     )
-    layout.add(
-        ts(
-            "Duplicate calls by tool and error class",
-            "Calls per second that repeated an attempt key already seen in their turn. Healthy "
-            "is zero; duplicates with error class timeout on a tool with side effects are "
-            "duplicate writes (the server may have committed every one).",
-            "short",
-            [
-                Query(
-                    "sum by (tool, error_class) "
-                    f"(rate(loopwatch_repeat_calls_total{{{T}}}[{RATE}]))",
-                    legend="{{tool}} {{error_class}}",
-                )
-            ],
-        ),
-        12,
-        8,
+
+
+def _duplicates() -> timeseries.Panel:
+    return ts(
+        "Duplicate calls by tool and error class",
+        "Calls per second that repeated an attempt key already seen in their turn. Healthy "
+        "is zero; duplicates with error class timeout on a tool with side effects are "
+        "duplicate writes (the server may have committed every one).",
+        "short",
+        [
+            Query(
+                f"sum by (tool, error_class) (rate({REPEAT_CALLS.name}{{{T}}}[{RATE}]))",
+                legend="{{tool}} {{error_class}}",
+            )
+        ],
     )
 
 
 def _no_rows(layout: Layout) -> None:
     layout.row("Loops that never error")
-    streak = "loopwatch_no_rows_streak"
+    streak = NO_ROWS_STREAK.name
     layout.add(
         ts(
             "No-rows streak p99 per tool",
@@ -354,7 +378,6 @@ def _no_rows(layout: Layout) -> None:
 
 def _changes(layout: Layout) -> None:
     layout.row("Changes")
-    turn = "loopwatch_turn_max_attempts"
     layout.add(
         ts(
             "p99 max attempts by model: now vs a week earlier",
@@ -364,9 +387,9 @@ def _changes(layout: Layout) -> None:
             "line is new: see the first-seen tables and annotations.",
             "short",
             [
-                Query(_quantile("0.99", turn, "model, le", F, RATE), legend="{{model}} now"),
+                Query(_quantile("0.99", TURN, "model, le", F, RATE), legend="{{model}} now"),
                 Query(
-                    _quantile("0.99", turn, "model, le", F, RATE, offset=" offset 1w"),
+                    _quantile("0.99", TURN, "model, le", F, RATE, offset=" offset 1w"),
                     legend="{{model}} (a week earlier)",
                 ),
             ],
@@ -383,8 +406,7 @@ def _changes(layout: Layout) -> None:
             "dateTimeAsIso",
             [
                 Query(
-                    "min by (service, agent, model) "
-                    f"(loopwatch_model_first_seen_timestamp_seconds{{{F}}}) * 1000",
+                    f"min by (service, agent, model) ({MODEL_FIRST_SEEN.name}{{{F}}}) * 1000",
                     instant=True,
                     table=True,
                 )
@@ -401,8 +423,7 @@ def _changes(layout: Layout) -> None:
             "dateTimeAsIso",
             [
                 Query(
-                    "min by (service, tool, tool_version) "
-                    "(loopwatch_tool_version_first_seen_timestamp_seconds"
+                    f"min by (service, tool, tool_version) ({TOOL_VERSION_FIRST_SEEN.name}"
                     '{service=~"$service", tool=~"$tool"}) * 1000',
                     instant=True,
                     table=True,
@@ -412,79 +433,6 @@ def _changes(layout: Layout) -> None:
         6,
         8,
     )
-
-
-def _health(layout: Layout) -> None:
-    layout.row("Pipeline health")
-    panels = [
-        (
-            "Spans/s by kind",
-            "Spans loopwatch read per second, by kind (tool, agent, llm, other), over all "
-            "replicas. Zero tool spans while agents run means the instrumentation or the "
-            "collector route is broken, and every loop panel above reads zero with it.",
-            "sum by (kind) (rate(loopwatch_spans_total[$__rate_interval]))",
-            "{{kind}}",
-        ),
-        (
-            "Spans dropped by reason",
-            "Spans loopwatch could not use (queue_full: the in-process queue bound was hit; "
-            "error: a span it could not read). Should be zero; any drop can hide a loop.",
-            "sum by (reason) (rate(loopwatch_spans_dropped_total[$__rate_interval]))",
-            "{{reason}}",
-        ),
-        (
-            "Open turns",
-            "Traces buffered per replica, waiting for their turn to end. Flat is healthy; a "
-            "steady climb means roots never arrive (broken context propagation) until the "
-            "memory bound evicts them.",
-            "sum by (instance) (loopwatch_open_turns)",
-            "{{instance}}",
-        ),
-        (
-            "Turns evicted",
-            "Turns finalized before their root span ended, by reason (idle: root never came; "
-            "capacity: memory bound reached; shutdown). Evicted turns are still counted, but "
-            "may be split or incomplete.",
-            "sum by (reason) (rate(loopwatch_turns_evicted_total[$__rate_interval]))",
-            "{{reason}}",
-        ),
-        (
-            "Late spans",
-            "Spans that arrived for a turn already finalized (counted, never silently dropped). "
-            "A steady rate means the service's grace period is shorter than the agents' export "
-            "delay, or the collector routes one trace to two replicas.",
-            "sum by (instance) (rate(loopwatch_late_spans_total[$__rate_interval]))",
-            "{{instance}}",
-        ),
-        (
-            "Label overflow",
-            "Label values replaced by 'other' because the label reached its bound (default 200 "
-            "distinct values). Per-model or per-tool panels undercount while this is above "
-            "zero; totals stay right.",
-            "sum by (label) (rate(loopwatch_label_overflow_total[$__rate_interval]))",
-            "{{label}}",
-        ),
-        (
-            "Calls without arguments",
-            "Tool calls whose arguments were not captured (content capture off, or a "
-            "convention loopwatch cannot read), by tool: their attempt key falls back to tool + "
-            "error class, so distinct calls may look like repeats.",
-            "sum by (service, tool) (rate(loopwatch_calls_without_arguments_total"
-            '{service=~"$service", tool=~"$tool"}[$__rate_interval]))',
-            "{{service}} {{tool}}",
-        ),
-        (
-            "Replicas by version",
-            "loopwatch processes reporting, by version. With the collector's load-balancing "
-            "exporter, every replica should be here; a missing one leaves a share of traces "
-            "unread.",
-            "count by (version) (loopwatch_build_info)",
-            "{{version}}",
-        ),
-    ]
-    widths = [8, 8, 8, 8, 8, 8, 12, 12]
-    for (title, description, expr, legend), width in zip(panels, widths, strict=True):
-        layout.add(ts(title, description, "short", [Query(expr, legend=legend)]), width, 7)
 
 
 def dashboard_builder() -> dash_b.Dashboard:
@@ -507,16 +455,14 @@ def dashboard_builder() -> dash_b.Dashboard:
             annotation(
                 "Model first seen",
                 "purple",
-                "min by (service, agent, model) "
-                f"(loopwatch_model_first_seen_timestamp_seconds{{{F}}}) > time() - 3600",
+                f"min by (service, agent, model) ({MODEL_FIRST_SEEN.name}{{{F}}}) > time() - 3600",
             )
         )
         .annotation(
             annotation(
                 "Tool version first seen",
                 "orange",
-                "min by (service, tool, tool_version) "
-                "(loopwatch_tool_version_first_seen_timestamp_seconds"
+                f"min by (service, tool, tool_version) ({TOOL_VERSION_FIRST_SEEN.name}"
                 '{service=~"$service", tool=~"$tool"}) > time() - 3600',
             )
         )
@@ -527,5 +473,5 @@ def dashboard_builder() -> dash_b.Dashboard:
     _by_tool(layout)
     _no_rows(layout)
     _changes(layout)
-    _health(layout)
+    health(layout)
     return board

@@ -1,8 +1,9 @@
 """The mixin's ``_config``: thresholds, windows, margins, selectors, uids and names.
 
 The alert rules (``python -m alerts.build``), the Alertmanager example and the dashboard
-(``python -m dashboards.build``) are generated from this one module; change a value here and
-regenerate both. Tests fail when a committed file differs from what these values generate.
+(``python -m dashboards.build``) are generated from this one module and the metric catalog
+(``loopwatch.catalog``); change a value here and regenerate both. Tests fail when a committed
+file differs from what these values generate.
 """
 
 from __future__ import annotations
@@ -67,6 +68,30 @@ ROUTE_LABEL = ("system", "loopwatch")
 # runbook_url = RUNBOOK_BASE_URL + "#" + alert name in lower case: where you host alerts/runbook.md
 RUNBOOK_BASE_URL = "https://github.com/loopwatch/loopwatch/blob/main/alerts/runbook.md"
 JOB_SELECTOR = 'job="loopwatch"'
+
+# -- loop events: a turn past a threshold, read from histogram buckets ---------------------------
+# observations in this window fire (new series included); the alert holds EVENT_FOR
+EVENT_WINDOW = "10m"
+EVENT_FOR = "1m"
+# a loop pattern is new when absent from the baseline window ending this long ago, so the
+# pattern's own first minutes do not count as its history
+NEW_PATTERN_OFFSET = "10m"
+NEW_PATTERN_FOR = "1m"
+
+# -- pipeline: loopwatch's own health ------------------------------------------------------------
+# A replica down or unscraped this long pages: its share of the traces goes unread.
+DOWN_FOR = "5m"
+# Self-health counters: rate over the window, sustained for the `for`. Dropped spans get the
+# shortest window (any drop can hide a loop); arguments not captured the longest `for` (a
+# deployment turning content capture on takes a while to reach every process).
+DROPPED_WINDOW = "5m"
+DROPPED_FOR = "15m"
+EVICTED_WINDOW = "15m"
+EVICTED_FOR = "15m"
+LABEL_OVERFLOW_WINDOW = "15m"
+LABEL_OVERFLOW_FOR = "15m"
+NO_ARGUMENTS_WINDOW = "15m"
+NO_ARGUMENTS_FOR = "30m"
 
 
 def le(bound: int) -> str:

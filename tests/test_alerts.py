@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:  # alerts/ and dashboards/ are source, not install
     sys.path.insert(0, str(ROOT))
 
 from alerts import build  # noqa: E402
-from dashboards import config  # noqa: E402
+from mixin import config  # noqa: E402
 
 ALERTS = ROOT / "alerts"
 RULE_FILES = sorted((ALERTS / "rules").glob("*.yaml"))

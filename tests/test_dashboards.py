@@ -14,19 +14,22 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
+from loopwatch.metrics import LoopwatchMetrics
 from tests.helpers import Pipeline, S, require_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # dashboards/ is source, not an installed package
     sys.path.insert(0, str(ROOT))
 
-from dashboards import build, config  # noqa: E402
+from dashboards import build  # noqa: E402
 from dashboards.queries import expand, metric_names, rate_windows, targets  # noqa: E402
+from mixin import config  # noqa: E402
 
 DASHBOARD = ROOT / "dashboards" / "generated" / config.DASHBOARD_FILE
 PROVISIONING = ROOT / "dashboards" / "provisioning"
@@ -75,7 +78,10 @@ def exported_metric_names() -> frozenset[str]:
         "gauge": ("",),
         "info": ("_info",),
     }
-    for family in p.registry.collect():
+    # and what only `loopwatch serve` adds (the registry its Service builds)
+    serve = CollectorRegistry()
+    LoopwatchMetrics(serve, serve=True)
+    for family in [*p.registry.collect(), *serve.collect()]:
         names.update(family.name + s for s in suffixes[family.type])
         names.update(sample.name for sample in family.samples)
     p.close()
@@ -275,6 +281,7 @@ def test_rows_and_their_panels() -> None:
         "loopwatch_late_spans_total",
         "loopwatch_label_overflow_total",
         "loopwatch_calls_without_arguments_total",
+        "loopwatch_http_connections_refused_total",
     ):
         assert metric in health
     annotations = [a["name"] for a in model()["annotations"]["list"]]
@@ -290,12 +297,12 @@ def test_every_query_parses_with_promtool(tmp_path: Path) -> None:
         {"record": f"dashboard_check:query_{i}", "expr": expand(t.expr)}
         for i, t in enumerate(targets(model()))
     ]
-    assert len(rules) == 38
+    assert len(rules) == 39
     path = tmp_path / "dashboard-queries.yaml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
     done = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 38 rules found" in done.stdout
+    assert "SUCCESS: 39 rules found" in done.stdout
 
 
 def test_a_broken_query_fails_promtool(tmp_path: Path) -> None:

@@ -1,0 +1,113 @@
+"""The dashboard's last row: whether loopwatch itself sees every span."""
+
+from __future__ import annotations
+
+from dashboards.lib import Layout, Query, ts
+from loopwatch.catalog import (
+    BUILD_INFO,
+    CALLS_WITHOUT_ARGUMENTS,
+    HTTP_CONNECTIONS_REFUSED,
+    LABEL_OVERFLOW,
+    LATE_SPANS,
+    OPEN_TURNS,
+    SPANS,
+    SPANS_DROPPED,
+    TURNS_EVICTED,
+)
+from loopwatch.core.config import Config
+
+RATE = "$__rate_interval"
+
+# title, description, PromQL, legend, width
+PANELS = [
+    (
+        "Spans/s by kind",
+        "Spans loopwatch read per second, by kind (tool, agent, llm, other), over all "
+        "replicas. Zero tool spans while agents run means the instrumentation or the "
+        "collector route is broken, and every loop panel above reads zero with it.",
+        f"sum by (kind) (rate({SPANS.name}[{RATE}]))",
+        "{{kind}}",
+        8,
+    ),
+    (
+        "Spans dropped by reason",
+        "Spans loopwatch could not use (queue_full: the in-process queue bound was hit; "
+        "error: a span it could not read). Should be zero; any drop can hide a loop.",
+        f"sum by (reason) (rate({SPANS_DROPPED.name}[{RATE}]))",
+        "{{reason}}",
+        8,
+    ),
+    (
+        "Open turns",
+        "Traces buffered per replica, waiting for their turn to end. Flat is healthy; a "
+        "steady climb means roots never arrive (broken context propagation) until the "
+        "memory bound evicts them.",
+        f"sum by (instance) ({OPEN_TURNS.name})",
+        "{{instance}}",
+        8,
+    ),
+    (
+        "Turns evicted",
+        "Turns finalized before their root span ended, by reason (idle: root never came; "
+        "capacity: memory bound reached; shutdown). Evicted turns are still counted, but "
+        "may be split or incomplete.",
+        f"sum by (reason) (rate({TURNS_EVICTED.name}[{RATE}]))",
+        "{{reason}}",
+        8,
+    ),
+    (
+        "Late spans",
+        "Spans that arrived for a turn already finalized (counted, never silently dropped). "
+        "A steady rate means the service's grace period is shorter than the agents' export "
+        "delay, or the collector routes one trace to two replicas.",
+        f"sum by (instance) (rate({LATE_SPANS.name}[{RATE}]))",
+        "{{instance}}",
+        8,
+    ),
+    (
+        "Label overflow",
+        "Label values replaced by 'other' because the label reached its bound (default 200 "
+        "distinct values). Per-model or per-tool panels undercount while this is above "
+        "zero; totals stay right.",
+        f"sum by (label) (rate({LABEL_OVERFLOW.name}[{RATE}]))",
+        "{{label}}",
+        8,
+    ),
+    (
+        "Calls without arguments",
+        "Tool calls whose arguments were not captured (content capture off, or a "
+        "convention loopwatch cannot read), by tool: their attempt key falls back to tool + "
+        "error class, so distinct calls may look like repeats.",
+        f"sum by (service, tool) (rate({CALLS_WITHOUT_ARGUMENTS.name}"
+        f'{{service=~"$service", tool=~"$tool"}}[{RATE}]))',
+        "{{service}} {{tool}}",
+        12,
+    ),
+    (
+        "Replicas by version",
+        "loopwatch processes reporting, by version. With the collector's load-balancing "
+        "exporter, every replica should be here; a missing one leaves a share of traces "
+        "unread.",
+        f"count by (version) ({BUILD_INFO.name})",
+        "{{version}}",
+        12,
+    ),
+    (
+        "Connections refused",
+        "Connections per second that the OTLP/HTTP and /metrics endpoints of loopwatch serve "
+        "answered 503 and closed unread, because the endpoint already held its cap of open "
+        f"connections (max_connections, {Config.max_connections} by default; 256 for "
+        "/metrics). Exporters retry a 503, so spans arrive late rather than never; a steady "
+        "rate means the cap is too low for the senders, or clients hold connections open. "
+        "No series for loopwatch in process: it has neither endpoint.",
+        f"sum by (instance, endpoint) (rate({HTTP_CONNECTIONS_REFUSED.name}[{RATE}]))",
+        "{{instance}} {{endpoint}}",
+        24,
+    ),
+]
+
+
+def health(layout: Layout) -> None:
+    layout.row("Pipeline health")
+    for title, description, expr, legend, width in PANELS:
+        layout.add(ts(title, description, "short", [Query(expr, legend=legend)]), width, 7)

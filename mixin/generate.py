@@ -1,0 +1,39 @@
+"""The command line every generator shares: ``python -m <generator> [--check]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+
+def sync(out: Path, files: dict[str, str], check: bool, command: str) -> int:
+    """Write generated files under ``out``; with ``check``, only report the stale ones (exit 1)."""
+    stale = []
+    for name, text in files.items():
+        path = out / name
+        if path.exists() and path.read_text(encoding="utf-8") == text:
+            continue
+        stale.append(name)
+        if not check:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    if check and stale:
+        print(f"out of date: {', '.join(stale)} (run {command})", file=sys.stderr)
+        return 1
+    return 0
+
+
+def command_line(
+    doc: str | None, out: Path, files: Callable[[], dict[str, str]], argv: list[str] | None
+) -> int:
+    """The ``python -m ... [--check]`` of a generator."""
+    parser = argparse.ArgumentParser(description=doc)
+    parser.add_argument("--check", action="store_true", help="exit 1 if a file would change")
+    args = parser.parse_args(argv)
+    module = files.__module__
+    if module == "__main__":  # run as python -m: the name it was run by
+        spec = sys.modules["__main__"].__spec__
+        module = spec.name if spec is not None else module
+    return sync(out, files(), args.check, f"python -m {module}")
