@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import loopwatch
-from loopwatch.conventions import frameworks
+from loopwatch.conventions import error_texts
 from loopwatch.conventions.payloads import decode_arguments, decode_result, parse_text
 from loopwatch.conventions.read import read_span
 from loopwatch.core.config import Config
@@ -220,9 +220,9 @@ def _read_path(text: str) -> object:
         decode_arguments(text),
         decode_result(text),
         classify_error([text], [text]),
-        frameworks.openai_agents_error_text(text),
-        frameworks.error_type_in_text(text),
-        frameworks.framework_error_result(text),
+        error_texts.openai_agents_error_text(text),
+        error_texts.error_type_in_text(text),
+        error_texts.framework_error_result(text),
         read_span(
             SpanView(
                 1,

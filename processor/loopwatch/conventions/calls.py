@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from loopwatch.conventions import frameworks, results
+from loopwatch.conventions import results
+from loopwatch.conventions.error_texts import framework_error_result
 from loopwatch.conventions.payloads import decode_result
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
@@ -40,9 +41,7 @@ def read_result(raw_result: Any) -> tuple[bool, Any, str | None, list[str], str 
         if isinstance(result, str):
             result_text = result
             if result_error is None:
-                result_error = frameworks.framework_error_result(result) or error_text_in_result(
-                    result
-                )
+                result_error = framework_error_result(result) or error_text_in_result(result)
         elif isinstance(result, dict):
             described = results.error_in_result(result)
             if described is not None:

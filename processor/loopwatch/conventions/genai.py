@@ -2,15 +2,26 @@
 Logfire still emit (instrumentation version 2: ``running tool``, ``tool_arguments``).
 
 Reads ``execute_tool`` spans (``gen_ai.tool.name``, ``gen_ai.tool.call.arguments``/``.result``,
-``error.type``), ``invoke_agent``/``invoke_workflow`` turn spans and LLM spans. Seen from
-pydantic-ai 2.68 (its own instrumentation), Google ADK 2.13 (current format), Strands Agents
-1.62 and AutoGen 0.7 (its own ``execute_tool`` and ``invoke_agent`` spans)."""
+``error.type``), ``invoke_agent``/``invoke_workflow`` turn spans and LLM spans with their
+``gen_ai.input.messages``/``gen_ai.output.messages``. Frameworks that write GenAI spans add
+their own fields, read here too: Google ADK's attributes (conventions.adk), Strands' span events
+and ``gen_ai.tool.status``. Seen from pydantic-ai 2.68 (its own instrumentation), Google ADK
+2.13 (current format), Strands Agents 1.62, AutoGen 0.7 (its own ``execute_tool`` and
+``invoke_agent`` spans), OpenLLMetry 0.62's and OpenTelemetry's GenAI instrumentations of the
+openai and anthropic SDKs, and the anthropic SDK's own spans."""
+
+from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
+from loopwatch.conventions import adk
+from loopwatch.conventions.emitter import TOOL, TURN, UNMARKED, Emitter, Held
 from loopwatch.conventions.family import ANY, Family
 from loopwatch.conventions.messages import Message, parse_messages
+from loopwatch.conventions.payloads import parse_text
+from loopwatch.core.spans import SpanView
 
 OPERATION = "gen_ai.operation.name"
 
@@ -43,7 +54,62 @@ INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
 
 
-def held_messages(attrs: Mapping[str, Any]) -> tuple[Mapping[str, Any], int] | None:
+def _kind_by_name(name: str, attrs: Mapping[str, Any]) -> int:
+    if name.startswith(TOOL_NAME_PREFIXES) or name in TOOL_SPAN_NAMES:
+        return TOOL
+    if name.startswith(TURN_NAME_PREFIXES) or name in TURN_SPAN_NAMES:
+        return TURN
+    return UNMARKED
+
+
+def _tool_name(span: SpanView) -> str | None:
+    for prefix in TOOL_NAME_PREFIXES:
+        if span.name.startswith(prefix):
+            return span.name[len(prefix) :].strip() or "unknown"
+    return None
+
+
+def _turn_agent(span: SpanView) -> str | None:
+    for prefix in TURN_NAME_PREFIXES:
+        if span.name.startswith(prefix + " "):
+            return span.name[len(prefix) + 1 :] or None
+    return None
+
+
+def _payloads(span: SpanView) -> tuple[Any, Any]:
+    """Strands puts a tool's arguments and result in GenAI events, not attributes."""
+    arguments = result = None
+    for event in span.events:
+        a = event.attributes
+        if event.name == "gen_ai.tool.message":
+            arguments = a.get("content")
+        elif event.name == "gen_ai.choice":
+            result = a.get("message")
+        elif event.name == "gen_ai.client.inference.operation.details":
+            arguments = _message_part(a.get(INPUT_MESSAGES), "tool_call", "arguments")
+            result = _message_part(a.get(OUTPUT_MESSAGES), "tool_call_response", "response")
+    return arguments, result
+
+
+def _message_part(messages: Any, part_type: str, field: str) -> Any:
+    if isinstance(messages, str):
+        messages = parse_text(messages)
+    if not isinstance(messages, list):
+        return None
+    for message in messages:
+        parts = message.get("parts") if isinstance(message, dict) else None
+        for part in parts if isinstance(parts, list) else []:
+            if isinstance(part, dict) and part.get("type") == part_type:
+                return part.get(field)
+    return None
+
+
+def _errors(span: SpanView) -> tuple[bool, list[str]]:
+    # Strands marks a failed call here, its status left unset
+    return span.attributes.get("gen_ai.tool.status") == "error", []
+
+
+def held_messages(attrs: Mapping[str, Any]) -> Held | None:
     """The attributes read_messages reads, kept apart, and the bytes they hold; None when the
     span has no history."""
     raw = attrs.get(INPUT_MESSAGES)
@@ -70,3 +136,21 @@ def read_messages(attrs: Mapping[str, Any]) -> tuple[list[Message], list[Message
         return None
     raw_output = attrs.get(OUTPUT_MESSAGES)
     return inputs, parse_messages(raw_output) if raw_output is not None else None
+
+
+EMITTER = Emitter(
+    # ADK's attributes after the conventions' own: its current format writes both
+    replace(
+        GENAI,
+        arguments=(*GENAI.arguments, adk.ARGUMENTS),
+        result=(*GENAI.result, adk.RESULT),
+    ),
+    kind_by_name=_kind_by_name,
+    tool_name=_tool_name,
+    payloads=_payloads,
+    errors=_errors,
+    content_off=adk.content_off,
+    turn_agent=_turn_agent,
+    held_messages=held_messages,
+    read_messages=read_messages,
+)

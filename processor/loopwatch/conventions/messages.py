@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopwatch.conventions.calls import keyed_call, read_result
-from loopwatch.conventions.frameworks import error_type_in_text
+from loopwatch.conventions.error_texts import error_type_in_text
 from loopwatch.conventions.payloads import decode_arguments
 from loopwatch.core.config import Config
 from loopwatch.core.records import Conversation, ToolCall

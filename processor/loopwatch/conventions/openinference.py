@@ -1,13 +1,20 @@
-"""OpenInference (Arize): ``openinference.span.kind`` plus ``input.value``/``output.value``.
+"""OpenInference (Arize): ``openinference.span.kind`` plus ``input.value``/``output.value``,
+and a model call's ``llm.input_messages.N.message.*`` / ``llm.output_messages``.
 
 Seen from openinference-instrumentation-openai-agents 2.6, -langchain 0.1.80, -smolagents 0.1.43,
--llama-index 4.6.1, -autogen-agentchat 0.1.22, -agno 1.0.15 and -crewai 1.1.21."""
+-llama-index 4.6.1, -autogen-agentchat 0.1.22, -agno 1.0.15, -crewai 1.1.21, -openai 0.1.66 and
+-anthropic 3.1.0, and LangGraph 1.2's graph span under -langchain."""
+
+from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from loopwatch.conventions.emitter import TURN, UNMARKED, Emitter, Held
 from loopwatch.conventions.family import Family
 from loopwatch.conventions.messages import Message, result_role
+from loopwatch.conventions.payloads import parse_text
+from loopwatch.core.spans import SpanView
 
 KIND = "openinference.span.kind"
 
@@ -17,16 +24,18 @@ OPENINFERENCE = Family(
     turn=((KIND, "AGENT"),),
     llm=((KIND, "LLM"),),
     tool_name=("tool.name",),
-    # tool.parameters is last: several instrumentations put a JSON Schema there, not values.
-    arguments=("input.value", "tool.parameters"),
+    arguments=("input.value",),
     result=("output.value",),
     description=("tool.description",),
     # graph.node.id: the agent-graph node; CrewAI (1.15) names its AGENT span after a method
     # (``support._execute_core``) and puts the role here
     agent=("agent.name", "graph.node.id"),
     model=("llm.model_name", "llm.request.model_name", "llm.response.model_name"),
-    tool_definitions=(),  # llm.tools.N.tool.json_schema, read by index in read.py
+    tool_definitions=(),  # llm.tools.N.tool.json_schema, read by index in tool_definitions.py
 )
+# Read for arguments only when nothing else holds them, and only when it holds values: several
+# instrumentations put the tool's JSON Schema there.
+PARAMETERS = "tool.parameters"
 
 INPUT_MESSAGES = "llm.input_messages."
 OUTPUT_MESSAGES = "llm.output_messages."
@@ -37,7 +46,51 @@ _FIRST_OUTPUT = OUTPUT_MESSAGES + "0.message.role"
 MAX_MESSAGES = 20_000
 
 
-def held_messages(attrs: Mapping[str, Any]) -> tuple[Mapping[str, Any], int] | None:
+def parameters_as_arguments(attrs: Mapping[str, Any]) -> Any:
+    """``tool.parameters`` when it holds argument values rather than a JSON Schema."""
+    value = attrs.get(PARAMETERS)
+    if value is None or _looks_like_schema(parse_text(value) if isinstance(value, str) else value):
+        return None
+    return value
+
+
+def _looks_like_schema(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    if "properties" in value or value.get("type") == "object":
+        return True
+    return bool(value) and all(isinstance(v, dict) and "type" in v for v in value.values())
+
+
+# LangGraph under OpenInference: the graph invocation is a CHAIN span whose metadata is only
+# ``{"ls_integration": "langgraph"}``; its steps (nodes, subgraphs) add ``langgraph_node``. The
+# tools hang under it, not under the ``agent`` node marked AGENT, so it is the turn.
+_LANGGRAPH_MARK = '"ls_integration": "langgraph"'
+_LANGGRAPH_STEP = '"langgraph_node"'
+
+
+def is_langgraph_graph(attrs: Mapping[str, Any]) -> bool:
+    metadata = attrs.get("metadata")
+    return (
+        isinstance(metadata, str)
+        and _LANGGRAPH_MARK in metadata
+        and _LANGGRAPH_STEP not in metadata
+        and attrs.get(KIND) == "CHAIN"
+    )
+
+
+def _kind_by_name(name: str, attrs: Mapping[str, Any]) -> int:
+    return TURN if is_langgraph_graph(attrs) else UNMARKED
+
+
+def _turn_agent(span: SpanView) -> str | None:
+    # an AGENT span (or LangGraph's graph) is named after its agent
+    if span.attributes.get(KIND) == "AGENT" or is_langgraph_graph(span.attributes):
+        return span.name or None
+    return None
+
+
+def held_messages(attrs: Mapping[str, Any]) -> Held | None:
     """The attributes read_messages reads, kept apart, and the bytes they hold; None when the
     span has no history."""
     # (a lookup first: most spans have none, and the scan below reads every attribute; the
@@ -107,3 +160,12 @@ def _tool_calls(attrs: Mapping[str, Any], prefix: str, message: Message) -> None
                 attrs.get(call + "function.arguments"),
             )
         )
+
+
+EMITTER = Emitter(
+    OPENINFERENCE,
+    kind_by_name=_kind_by_name,
+    turn_agent=_turn_agent,
+    held_messages=held_messages,
+    read_messages=read_messages,
+)

@@ -1,28 +1,41 @@
 """One span in, one record out: tool call, turn mark, LLM mark or link.
 
-Reads the families (GenAI, OpenInference, OpenLLMetry) and the framework fields
-(conventions.frameworks) in span-conventions.md's order; applies the general rules of
-conventions.results (aggregate spans, wrapped results, errors named in results); a tool call's
-record is built in conventions.calls. An LLM mark keeps the model call's messages unread
+Each emitter family is a module behind one interface (conventions.emitter): GenAI (with ADK's
+and Strands' fields), OpenInference, OpenLLMetry and Logfire. read_span chooses the emitter once,
+from the first marker attribute set or else the span's name, and reads every field from that
+emitter's attributes first, then from the other families' in span-conventions.md's order (two
+instrumentation layers can write one span). Below the emitters sit the generic rules: errors from
+status, ``error.type``, exception events and texts (conventions.error_texts), aggregate spans and
+wrapped results (conventions.results), payload decoding (conventions.payloads), and the record of
+a tool call (conventions.calls). An LLM mark keeps the model call's messages unread
 (conventions.messages reads them only for a trace in which no span executes a tool). The
-framework versions each reader was checked against are in its module's docstring and
+framework versions each emitter was checked against are in its module's docstring and
 docs/frameworks.md."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from loopwatch.conventions import frameworks, genai, openinference, openllmetry, results
+from loopwatch.conventions import genai, logfire, openinference, openllmetry, results
 from loopwatch.conventions.calls import keyed_call, read_result
-from loopwatch.conventions.family import ANY, Family
-from loopwatch.conventions.frameworks import ADK, LOGFIRE, LOGFIRE_FUNCTION_SPAN
-from loopwatch.conventions.genai import GENAI
-from loopwatch.conventions.messages import Message, conversation
-from loopwatch.conventions.openinference import OPENINFERENCE
-from loopwatch.conventions.openllmetry import OPENLLMETRY
-from loopwatch.conventions.payloads import decode_arguments, parse_text
+from loopwatch.conventions.emitter import (
+    LLM,
+    TOOL,
+    TURN,
+    UNMARKED,
+    Emitter,
+    ReadMessages,
+    first,
+    first_text,
+    no_kind,
+)
+from loopwatch.conventions.error_texts import error_type_in_text, openai_agents_error_text
+from loopwatch.conventions.family import ANY
+from loopwatch.conventions.messages import conversation
+from loopwatch.conventions.payloads import decode_arguments
 from loopwatch.conventions.tool_definitions import tool_versions
 from loopwatch.core.config import Config
 from loopwatch.core.records import (
@@ -39,17 +52,16 @@ from loopwatch.core.records import (
 )
 from loopwatch.core.spans import STATUS_ERROR, SpanView
 
-FAMILIES = (GENAI, OPENINFERENCE, OPENLLMETRY)
-_TOOL_MARKERS = tuple(m for f in FAMILIES for m in f.tool)
-_TURN_MARKERS = tuple(m for f in FAMILIES for m in f.turn)
-_LLM_MARKERS = tuple(m for f in FAMILIES for m in f.llm)
+# Marker attributes first, in this order; then names.
+EMITTERS = (genai.EMITTER, openinference.EMITTER, openllmetry.EMITTER, logfire.EMITTER)
 
-
-# Every attribute a marker above tests: a span with none of them, and whose name marks no
-# kind, is a plain span (a Link) without reading further. Keep in step with read_span.
-_MARKER_KEYS = frozenset(k for k, _ in (*_TOOL_MARKERS, *_TURN_MARKERS, *_LLM_MARKERS))
+# Every attribute a marker tests: a span with none of them, and whose name marks no kind, is a
+# plain span (a Link) without reading further. Keep in step with the emitters' kind_by_name.
+_MARKER_KEYS = frozenset(
+    key for e in EMITTERS for key, _ in (*e.family.tool, *e.family.turn, *e.family.llm)
+)
 _MARKER_NAME_PREFIXES = (*genai.TOOL_NAME_PREFIXES, *genai.TURN_NAME_PREFIXES)
-_MARKER_NAMES = genai.TOOL_SPAN_NAMES | genai.TURN_SPAN_NAMES | {LOGFIRE_FUNCTION_SPAN}
+_MARKER_NAMES = genai.TOOL_SPAN_NAMES | genai.TURN_SPAN_NAMES | {logfire.FUNCTION_SPAN}
 
 
 # Attributes read_span never looks at, by prefix: what instrumentations write in bulk (messages,
@@ -99,72 +111,75 @@ def may_be_genai(name: str, attributes: Mapping[str, Any], *, ended: bool = True
     return name.startswith(_MARKER_NAME_PREFIXES) or name in _MARKER_NAMES
 
 
-def _attrs(families: tuple[Family, ...], field: str) -> tuple[str, ...]:
-    return tuple(a for f in families for a in getattr(f, field))
+@dataclass(frozen=True)
+class _Reading:
+    """Where read_span reads each field of a span its emitter wrote: that emitter's attributes
+    first, then the other families' in span-conventions.md's order."""
+
+    emitter: Emitter
+    tool_name: tuple[str, ...]
+    arguments: tuple[str, ...]
+    result: tuple[str, ...]
+    description: tuple[str, ...]
+    agent: tuple[str, ...]
+    model: tuple[str, ...]
+    messages: tuple[tuple[Any, ReadMessages], ...]  # (held_messages, read_messages)
 
 
-# Read order follows span-conventions.md §6.
-_TOOL_NAME = _attrs((GENAI, OPENINFERENCE, OPENLLMETRY), "tool_name")
-_ARGUMENTS = (
-    *GENAI.arguments,
-    *ADK.arguments,
-    OPENINFERENCE.arguments[0],
-    *OPENLLMETRY.arguments,
-)
-_RESULT = (*GENAI.result, *ADK.result, *OPENINFERENCE.result, *OPENLLMETRY.result)
-_DESCRIPTION = _attrs((GENAI, OPENINFERENCE), "description")
+def _own_first(emitter: Emitter, field: str) -> tuple[str, ...]:
+    own: tuple[str, ...] = getattr(emitter.family, field)
+    others = (a for e in EMITTERS for a in getattr(e.family, field))
+    return tuple(dict.fromkeys((*own, *others)))
+
+
+def _reading(emitter: Emitter) -> _Reading:
+    messages = {
+        e.held_messages: e.read_messages
+        for e in (emitter, *EMITTERS)
+        if e.held_messages is not Emitter.held_messages
+    }
+    return _Reading(
+        emitter,
+        tool_name=_own_first(emitter, "tool_name"),
+        arguments=_own_first(emitter, "arguments"),
+        result=_own_first(emitter, "result"),
+        description=_own_first(emitter, "description"),
+        agent=_own_first(emitter, "agent"),
+        model=_own_first(emitter, "model"),
+        messages=tuple(messages.items()),
+    )
+
+
+_READINGS = {e.family.name: _reading(e) for e in EMITTERS}
+# the emitters whose span names (or shapes) mark a kind
+_NAMED = tuple(r for r in _READINGS.values() if r.emitter.kind_by_name is not no_kind)
 _TOOL_AGENT = ("gen_ai.agent.name", "agent.name")
-_TURN_AGENT = _attrs((GENAI, OPENINFERENCE, OPENLLMETRY), "agent")
-_MODEL = _attrs((GENAI, OPENINFERENCE), "model")
+_Hit = tuple[int, "_Reading | None"]
+_UNREAD: _Hit = (UNMARKED, None)
 
 
-def _matches(attrs: Mapping[str, Any], markers: tuple[tuple[str, str], ...]) -> bool:
-    for key, value in markers:
-        got = attrs.get(key)
-        if got is not None and (value == ANY or got == value):
-            return True
-    return False
-
-
-def _first(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
-    for key in keys:
-        value = attrs.get(key)
-        if value is not None and value != "":
-            return value
-    return None
-
-
-def _first_text(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
-    """The first value set, when it is a text (None when it is another type)."""
-    for key in keys:
-        value = attrs.get(key)
-        if value is not None and value != "":
-            return value if isinstance(value, str) else None
-    return None
-
-
-# What the markers make of a span, in the order read_span tests them: a span that any marker
-# makes a tool is a tool call, else one marked as a turn is a turn, else an LLM call.
-_TOOL, _TURN, _LLM, _UNMARKED = 0, 1, 2, 3
-
-
-def _marker_table() -> tuple[tuple[str, dict[str, int], int], ...]:
-    """Each attribute the markers test, once: ``(key, {value: kind}, kind for any value)``,
-    tool markers' keys first. Where several markers match, the first kind wins."""
-    by_value: dict[str, dict[str, int]] = {}
-    any_value: dict[str, int] = {}
-    for kind, markers in ((_TOOL, _TOOL_MARKERS), (_TURN, _TURN_MARKERS), (_LLM, _LLM_MARKERS)):
-        for key, value in markers:  # kinds in order: the first one set is the one that wins
-            values = by_value.setdefault(key, {})
-            if value == ANY:
-                any_value.setdefault(key, kind)
-            else:
-                values.setdefault(value, kind)
+def _marker_table() -> tuple[tuple[str, dict[str, _Hit], _Hit], ...]:
+    """Each attribute the markers test, once: ``(key, {value: (kind, reading)}, (kind,
+    reading) for any value)``, tool markers' keys first. Where several markers match, the
+    first kind wins; within a kind, the first emitter."""
+    by_value: dict[str, dict[str, _Hit]] = {}
+    any_value: dict[str, _Hit] = {}
+    for kind in (TOOL, TURN, LLM):
+        for emitter in EMITTERS:
+            family = emitter.family
+            markers = (family.tool, family.turn, family.llm)[kind]
+            for key, value in markers:
+                values = by_value.setdefault(key, {})
+                hit: _Hit = (kind, _READINGS[family.name])
+                if value == ANY:
+                    any_value.setdefault(key, hit)
+                else:
+                    values.setdefault(value, hit)
     return tuple(
         (
             key,
-            {v: min(k, any_value.get(key, _UNMARKED)) for v, k in values.items()},
-            any_value.get(key, _UNMARKED),
+            {v: min(hit, any_value.get(key, hit), key=lambda h: h[0]) for v, hit in values.items()},
+            any_value.get(key, _UNREAD),
         )
         for key, values in by_value.items()
     )
@@ -173,101 +188,92 @@ def _marker_table() -> tuple[tuple[str, dict[str, int], int], ...]:
 _MARKER_TABLE = _marker_table()
 
 
-def _marked_kind(attrs: Mapping[str, Any]) -> int:
-    """The first kind (in read_span's order) any marker gives the span: one lookup a key."""
-    found = _UNMARKED
-    for key, values, any_kind in _MARKER_TABLE:
+def _choose(name: str, attrs: Mapping[str, Any]) -> tuple[int, _Reading | None]:
+    """What the span is and which emitter wrote it: a tool if any marker or name says so,
+    else a turn, else an LLM call; one lookup a marker key."""
+    kind, reading = UNMARKED, None
+    for key, values, any_hit in _MARKER_TABLE:
         value = attrs.get(key)
         if value is not None:
             # markers name texts; another type matches only "any value"
-            kind = values.get(value, any_kind) if isinstance(value, str) else any_kind
-            if kind < found:
-                if kind == _TOOL:
-                    return _TOOL
-                found = kind
-    return found
-
-
-def _named_tool(name: str) -> bool:
-    return (
-        name.startswith(genai.TOOL_NAME_PREFIXES)
-        or name in genai.TOOL_SPAN_NAMES
-        or name == LOGFIRE_FUNCTION_SPAN
-    )
-
-
-def _named_turn(name: str, attributes: Mapping[str, Any]) -> bool:
-    """is_turn_span without its markers."""
-    return (
-        name.startswith(genai.TURN_NAME_PREFIXES)
-        or name in genai.TURN_SPAN_NAMES
-        or frameworks.is_langgraph_graph(attributes)
-    )
+            hit = values.get(value, any_hit) if isinstance(value, str) else any_hit
+            if hit[0] < kind:
+                if hit[0] == TOOL:
+                    return hit
+                kind, reading = hit
+    for named in _NAMED:
+        by_name = named.emitter.kind_by_name(name, attrs)
+        if by_name < kind:
+            kind, reading = by_name, named
+            if kind == TOOL:
+                break
+    return kind, reading
 
 
 def is_tool_span(span: SpanView) -> bool:
-    return _marked_kind(span.attributes) == _TOOL or _named_tool(span.name)
+    return _choose(span.name, span.attributes)[0] == TOOL
 
 
 def is_turn_span(name: str, attributes: Mapping[str, Any]) -> bool:
     """An agent or workflow span (a turn when outermost and holding tool calls)."""
-    return _matches(attributes, _TURN_MARKERS) or _named_turn(name, attributes)
+    for emitter in EMITTERS:
+        for key, value in emitter.family.turn:
+            got = attributes.get(key)
+            if got is not None and (value == ANY or got == value):
+                return True
+    return any(r.emitter.kind_by_name(name, attributes) == TURN for r in _NAMED)
 
 
 def read_span(span: SpanView, config: Config) -> Record:
     """Classify a span and read what loopwatch needs from it."""
+    kind, reading = _choose(span.name, span.attributes)
+    if reading is None:
+        return Link(span.span_id, span.parent_id, span.start_ns, span.end_ns)
     attrs = span.attributes
-    name = span.name
-    kind = _marked_kind(attrs)  # is_tool_span, is_turn_span and the LLM markers, at once
-    if kind == _TOOL or _named_tool(name):
-        tool = _tool_name(span)
+    if kind == TOOL:
+        tool = first_text(attrs, reading.tool_name) or reading.emitter.tool_name(span)
+        tool = tool or span.name or "unknown"
         if results.is_aggregate_tool(tool):
             return Link(span.span_id, span.parent_id, span.start_ns, span.end_ns)
-        return _tool_call(span, config, tool)
-    if kind == _TURN or _named_turn(name, attrs):
+        return _tool_call(span, config, reading, tool)
+    if kind == TURN:
         return TurnMark(
             span.span_id,
             span.parent_id,
             span.start_ns,
             span.end_ns,
-            _turn_agent(span),  # agent
-            _first_text(attrs, _MODEL),  # model
+            first_text(attrs, reading.agent) or reading.emitter.turn_agent(span),  # agent
+            first_text(attrs, reading.model),  # model
         )
-    if kind == _LLM:
-        return LlmMark(
-            span.span_id,
-            span.parent_id,
-            span.start_ns,
-            span.end_ns,
-            _first_text(attrs, _MODEL),  # model
-            tool_versions(attrs),  # tool_versions
-            _messages(span, config),
-        )
-    return Link(span.span_id, span.parent_id, span.start_ns, span.end_ns)
+    return LlmMark(
+        span.span_id,
+        span.parent_id,
+        span.start_ns,
+        span.end_ns,
+        first_text(attrs, reading.model),  # model
+        tool_versions(attrs),  # tool_versions
+        _messages(span, config, reading),
+    )
 
 
-# Where each emitter family keeps a model call's messages, tested in this order.
-_MESSAGE_FAMILIES = (genai, openinference)
-
-
-def _messages(span: SpanView, config: Config) -> Messages | None:
+def _messages(span: SpanView, config: Config, reading: _Reading) -> Messages | None:
     """A model call's messages, kept to be read (conventions.messages) only if the trace has
     no tool span: reading them costs more than the rest of the span."""
     attrs = span.attributes
-    for family in _MESSAGE_FAMILIES:
-        found = family.held_messages(attrs)
+    for held_messages, read_messages in reading.messages:
+        found = held_messages(attrs)
         if found is not None:
             held, size = found
-            agent = _first_text(attrs, _TOOL_AGENT)
+            agent = first_text(attrs, _TOOL_AGENT)
             read = partial(
-                _conversation, family.read_messages, held, span.start_ns, span.end_ns, config, agent
+                _conversation, read_messages, held, span.start_ns, span.end_ns, config, agent
             )
             return Messages(read, size)
     return None
 
 
 def _conversation(
-    read_messages: Callable[[Mapping[str, Any]], tuple[list[Message], list[Message] | None] | None],
+    read_messages: ReadMessages,
     held: Mapping[str, Any],
     start: int,
     end: int,
@@ -281,65 +287,25 @@ def _conversation(
     return conversation(start, end, config, inputs, outputs, agent)
 
 
-def _turn_agent(span: SpanView) -> str | None:
-    agent = _first_text(span.attributes, _TURN_AGENT)
-    if agent:
-        return agent
-    for prefix in genai.TURN_NAME_PREFIXES:
-        if span.name.startswith(prefix + " "):
-            return span.name[len(prefix) + 1 :] or None
-    if span.attributes.get(OPENINFERENCE.turn[0][0]) == "AGENT" or frameworks.is_langgraph_graph(
-        span.attributes
-    ):
-        return span.name or None
-    return None
-
-
-def _tool_name(span: SpanView) -> str:
+def _payloads(span: SpanView, reading: _Reading) -> tuple[Any, Any]:
     attrs = span.attributes
-    name = _first_text(attrs, _TOOL_NAME)
-    if name:
-        return name
-    if span.name == LOGFIRE_FUNCTION_SPAN:
-        return _first_text(attrs, LOGFIRE.tool_name) or "unknown"
-    for prefix in genai.TOOL_NAME_PREFIXES:
-        if span.name.startswith(prefix):
-            return span.name[len(prefix) :].strip() or "unknown"
-    if span.name.endswith(openllmetry.TOOL_NAME_SUFFIX):
-        return span.name[: -len(openllmetry.TOOL_NAME_SUFFIX)] or "unknown"
-    return span.name or "unknown"
-
-
-def _looks_like_schema(value: Any) -> bool:
-    if not isinstance(value, dict):
-        return False
-    if "properties" in value or value.get("type") == "object":
-        return True
-    return bool(value) and all(isinstance(v, dict) and "type" in v for v in value.values())
-
-
-def _raw_payloads(span: SpanView) -> tuple[Any, Any]:
-    attrs = span.attributes
-    arguments = _first(attrs, _ARGUMENTS)
-    result = _first(attrs, _RESULT)
-    if span.name == LOGFIRE_FUNCTION_SPAN:
-        arguments = arguments if arguments is not None else attrs.get("input")
-        result = result if result is not None else attrs.get("output")
-    if (arguments is None or result is None) and span.events:
-        event_args, event_result = frameworks.strands_payloads(span)
-        arguments = arguments if arguments is not None else event_args
-        result = result if result is not None else event_result
+    arguments = first(attrs, reading.arguments)
+    result = first(attrs, reading.result)
+    if arguments is None or result is None:
+        hook_arguments, hook_result = reading.emitter.payloads(span)
+        arguments = arguments if arguments is not None else hook_arguments
+        result = result if result is not None else hook_result
     if arguments is None:
-        fallback = attrs.get(OPENINFERENCE.arguments[1])
-        if fallback is not None and not _looks_like_schema(
-            parse_text(fallback) if isinstance(fallback, str) else fallback
-        ):
-            arguments = fallback
+        arguments = openinference.parameters_as_arguments(attrs)
     return arguments, result
 
 
 def _error_evidence(
-    span: SpanView, result_error: str | None, result_text: str | None, result_types: list[str]
+    span: SpanView,
+    reading: _Reading,
+    result_error: str | None,
+    result_text: str | None,
+    result_types: list[str],
 ) -> tuple[bool, list[str], list[str]]:
     attrs = span.attributes
     types = result_types  # the caller's list, extended: it is not read again
@@ -358,16 +324,13 @@ def _error_evidence(
                 messages.append(str(event.attributes.get("exception.message") or ""))
     if span.status_description:
         description = span.status_description
-        messages.append(frameworks.openai_agents_error_text(description) or description)
-    if attrs.get("gen_ai.tool.status") == "error":
+        messages.append(openai_agents_error_text(description) or description)
+    level = attrs.get(logfire.LEVEL)  # on every span Logfire exports, whichever family
+    if isinstance(level, int) and level >= logfire.ERROR_LEVEL:
         errored = True
-    level = attrs.get("logfire.level_num")
-    if isinstance(level, int) and level >= frameworks.LOGFIRE_ERROR_LEVEL:
-        errored = True
-    logfire_error = attrs.get("error") if span.name == LOGFIRE_FUNCTION_SPAN else None
-    if logfire_error:
-        errored = True
-        messages.append(frameworks.logfire_error_text(logfire_error))
+    family_errored, family_messages = reading.emitter.errors(span)
+    errored = errored or family_errored
+    messages.extend(family_messages)
     if result_error:
         errored = True
         messages.append(result_error)
@@ -377,22 +340,23 @@ def _error_evidence(
         messages.append(result_text[:500])
     # Exception classes named inside those texts count as types (read before any message).
     if messages:
-        types.extend(t for t in map(frameworks.error_type_in_text, messages) if t)
+        types.extend(t for t in map(error_type_in_text, messages) if t)
     return errored, types, messages
 
 
-def _tool_call(span: SpanView, config: Config, tool: str) -> ToolCall:
+def _tool_call(span: SpanView, config: Config, reading: _Reading, tool: str) -> ToolCall:
     attrs = span.attributes
-    raw_arguments, raw_result = _raw_payloads(span)
+    raw_arguments, raw_result = _payloads(span, reading)
     known, arguments = decode_arguments(raw_arguments)
-    adk_disabled = frameworks.adk_content_disabled(attrs)
-    if known and adk_disabled:
+    arguments_off, result_off = reading.emitter.content_off(attrs)
+    if known and arguments_off:
         known = False
     result_known, result, result_error, result_types, result_text = read_result(raw_result)
-    if result_known and adk_disabled and frameworks.adk_result_disabled(attrs):
+    if result_known and result_off:
         result_known, result = False, None
-    errored, types, messages = _error_evidence(span, result_error, result_text, result_types)
-    description = _first_text(attrs, _DESCRIPTION)
+    errored, types, messages = _error_evidence(
+        span, reading, result_error, result_text, result_types
+    )
     # (only a span with events or the attribute can carry a decision)
     guard = _guard_decision(span) if span.events or GUARD_ATTRIBUTE in attrs else None
     return keyed_call(
@@ -402,8 +366,8 @@ def _tool_call(span: SpanView, config: Config, tool: str) -> ToolCall:
         (known, arguments),
         (result_known, result),
         (errored, types, messages),
-        description,
-        _first_text(attrs, _TOOL_AGENT),
+        first_text(attrs, reading.description),
+        first_text(attrs, _TOOL_AGENT),
         guard,
     )
 
