@@ -199,6 +199,7 @@ TURNS_EVICTED = Metric(
     ("reason",),
     values={"reason": EVICT_REASONS},
     at_zero=True,
+    note="memory: the span buffer's byte budget was reached.",
 )
 LATE_SPANS = Metric(
     "loopwatch_late_spans_total",
@@ -226,7 +227,7 @@ CALLS_KEYED_BY_INFERENCE = Metric(
     "Failed calls of tools with no identity declaration, keyed on their arguments minus free text.",
     ("service", "tool"),
     section=PER_TURN,
-    note="No agent or model label.",
+    note="No agent or model label; see Configuration.",
 )
 # The families registered before SERIES_OVERFLOW, which presets a series for each budgeted one.
 _COUNTED = (
