@@ -12,14 +12,11 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import Status, StatusCode
 from prometheus_client import CollectorRegistry
 
 from loopwatch.conventions.read import is_turn_span, may_be_genai, read_span
@@ -27,13 +24,13 @@ from loopwatch.core.assembler import DROP_ERROR, DROP_QUEUE_FULL, TurnAssembler
 from loopwatch.core.config import Config, load_config
 from loopwatch.core.records import KIND_OTHER, Link, Record, kind_of
 from loopwatch.core.sink import Sink
-from loopwatch.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
+from loopwatch.core.spans import SpanView
 from loopwatch.metrics import metrics_for
+from loopwatch.sdk_fields import span_reader
+from loopwatch.sdk_spans import service_of
 
 log = logging.getLogger("loopwatch")
 
-_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
-_ERROR, _OK = StatusCode.ERROR, StatusCode.OK
 # The worker wakes once a second, or as soon as the queue holds a batch: each wake starts on
 # caches the agent has since filled (with them flushed between batches, a span cost 1.15x as
 # much in batches of 100 spans, what a 0.1 s wake gives at 1,000 spans/s, as in batches of 500
@@ -51,100 +48,13 @@ _CHUNK = 256
 _SWEEP_SECONDS = 1.0
 
 
-def _service(resource: Resource | None) -> str:
-    service = resource.attributes.get("service.name") if resource is not None else None
-    return str(service) if service else "unknown"
-
-
-def _readable(attributes: Any) -> Mapping[str, Any]:
-    """Attributes for reading only. The SDK keeps them in a plain dict inside a
-    BoundedAttributes, whose mapping interface costs a few Python calls per lookup (and the
-    conventions make a dozen): that dict is read directly where it is there, else a copy."""
-    inner = getattr(attributes, "_dict", None)
-    if type(inner) is dict:
-        return inner
-    return dict(attributes) if attributes else {}
-
-
-# The properties of ReadableSpan only return the fields it stores; each is a Python call, and
-# together they cost more than the rest of span_view. A span whose class leaves them as they are
-# (the SDK's own) is read from its fields. SpanContext is a tuple (trace_id, span_id,
-# is_remote, ...) whose properties only index it, so it is indexed directly too.
-_PROPERTIES = (
-    *("name", "context", "parent", "start_time", "end_time"),
-    *("status", "attributes", "events", "resource"),
-)
-_DIRECT: dict[type, bool] = {}  # span class -> whether its fields are read directly
-_DIRECT_CLASSES = 64  # a process has a handful of span classes; past this, no cache
-
-
-def _direct(cls: type) -> bool:
-    direct = _DIRECT.get(cls)
-    if direct is None:
-        direct = issubclass(cls, ReadableSpan) and all(
-            getattr(cls, name, None) is vars(ReadableSpan)[name] for name in _PROPERTIES
-        )
-        if len(_DIRECT) < _DIRECT_CLASSES:
-            _DIRECT[cls] = direct
-    return direct
-
-
-def _stored(span: ReadableSpan) -> ReadableSpan:
-    """``span`` itself when its fields can be read directly, else a copy holding what its
-    properties return."""
-    if _DIRECT.get(type(span)) or _direct(type(span)):
-        return span
-    return ReadableSpan(
-        span.name,
-        span.context,
-        span.parent,
-        span.resource,
-        span.attributes,
-        span.events,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-    )
-
-
-def _view(span: ReadableSpan, attributes: Mapping[str, Any], service: str) -> SpanView:
-    """The view of a span from _stored, its attributes read already."""
-    ctx = span._context
-    parent = span._parent
-    start = span._start_time or 0
-    # ``ReadableSpan.events`` copies them into a tuple through the SDK's BoundedList iterator
-    # (a Python call per event, and per span when there are none): its deque is read directly
-    events = getattr(getattr(span, "_events", None), "_dq", None)
-    if type(events) is not deque:
-        events = span.events
-    status = span._status
-    if type(status) is Status:  # as with spans: its properties only return these fields
-        code, description = status._status_code, status._description
-    else:
-        code, description = status.status_code, status.description
-    return SpanView(
-        ctx[0] if ctx is not None else 0,
-        ctx[1] if ctx is not None else 0,
-        parent[1] if parent is not None and not parent[2] else None,
-        span._name or "",
-        start,
-        span._end_time or start,
-        attributes,
-        tuple(EventView(e.name, _readable(e.attributes)) for e in events) if events else (),
-        # identity tests: an Enum member hashes (for a dict lookup) in a Python call
-        STATUS_ERROR if code is _ERROR else STATUS_OK if code is _OK else STATUS_UNSET,
-        description or "",
-        service,
-        _NO_EXTRA,  # not a new dict per span (the default)
-    )
-
-
 def span_view(span: ReadableSpan, service: str | None = None) -> SpanView:
     """An SDK span as the core reads it (``service``: its resource's, when already known)."""
-    span = _stored(span)
+    read = span_reader()
+    _, attributes = read.head(span)
     if service is None:
-        service = _service(span._resource)
-    return _view(span, _readable(span._attributes), service)
+        service = service_of(read.resource(span))
+    return read.view(span, attributes, service)
 
 
 class LoopwatchSpanProcessor(SpanProcessor):
@@ -172,6 +82,9 @@ class LoopwatchSpanProcessor(SpanProcessor):
             )
         )
         self._assembler = TurnAssembler(self.config, self.sink)
+        # the SDK's span fields where they are as expected (checked once a process), else the
+        # public API: sdk_fields
+        self._read = span_reader()
         self._queue: deque[ReadableSpan | tuple[Span]] = deque()
         self._limit = self.config.queue_spans
         self._batch = min(_BATCH, self._limit // 2)
@@ -282,51 +195,45 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._drained.notify_all()
 
     def _started(self, span: ReadableSpan) -> None:
-        if not _DIRECT.get(type(span)):  # _stored's test, inlined: once per span
-            span = _stored(span)
-        ctx, parent = span._context, span._parent
-        if ctx is None:
+        read = self._read
+        trace_id, span_id, parent_id = read.ids(span)
+        if not (trace_id or span_id):
             return  # not a span of a trace
-        trace_id = ctx[0]
-        parent_id = parent[1] if parent is not None and not parent[2] else None
         # inside a turn already: whether it is a turn span itself does not matter (most starts);
         # a local root is inside none
-        if parent_id is not None and self._assembler.started_inside(trace_id, ctx[1], parent_id):
+        if parent_id is not None and self._assembler.started_inside(trace_id, span_id, parent_id):
             return
-        attributes = _readable(span._attributes)
-        name = span._name or ""
+        name, attributes = read.head(span)
         if may_be_genai(name, attributes, ended=False) and is_turn_span(name, attributes):
-            self._assembler.span_started(trace_id, ctx[1], parent_id, True)
+            self._assembler.span_started(trace_id, span_id, parent_id, True)
 
     def _service_of(self, resource: Resource | None) -> str:
         last = self._resource
         if last is None or last[0] is not resource:
-            last = self._resource = (resource, _service(resource))
+            last = self._resource = (resource, service_of(resource))
         return last[1]
 
     def _ended(self, span: ReadableSpan) -> tuple[int, str, Record] | ReadableSpan:
         """One finished span as ``(trace id, service, record)``; a plain span (no GenAI marker)
         as itself, for _plain to place in its trace."""
-        if not _DIRECT.get(type(span)):  # _stored's test, inlined: once per span
-            span = _stored(span)
-        attributes = _readable(span._attributes)
-        if not may_be_genai(span._name or "", attributes):
+        read = self._read
+        name, attributes = read.head(span)
+        if not may_be_genai(name, attributes):
             return span
-        service = self._service_of(span._resource)
-        view = _view(span, attributes, service)
+        service = self._service_of(read.resource(span))
+        view = read.view(span, attributes, service)
         return view.trace_id, service, read_span(view, self.config)
 
     def _plain(self, span: ReadableSpan) -> None:
         """A plain span from _ended: only its place in the trace matters, and only when a kept
         span hangs under it or it ends a trace. Most plain spans (a web app's) are neither, and
         get no record at all."""
-        ctx, parent = span._context, span._parent
-        trace_id, span_id = (ctx[0], ctx[1]) if ctx is not None else (0, 0)
-        parent_id = parent[1] if parent is not None and not parent[2] else None
+        read = self._read
+        trace_id, span_id, parent_id = read.ids(span)
         if self._assembler.needs_link(trace_id, span_id, parent_id):
-            start = span._start_time or 0
-            link = Link(span_id, parent_id, start, span._end_time or start)
-            self._assembler.add(trace_id, self._service_of(span._resource), link)
+            start, end = read.times(span)
+            link = Link(span_id, parent_id, start, end)
+            self._assembler.add(trace_id, self._service_of(read.resource(span)), link)
 
     def _drain(self) -> None:
         queue = self._queue

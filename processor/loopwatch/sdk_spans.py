@@ -1,0 +1,88 @@
+"""Reading an SDK span through ReadableSpan's public API: what the processor reads of each span,
+and the reference that the field reader (sdk_fields) must match."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+from loopwatch.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
+
+NO_EXTRA: Mapping[str, Any] = MappingProxyType({})  # not a new dict per span (the default)
+ERROR, OK = StatusCode.ERROR, StatusCode.OK
+
+
+class SpanReader(NamedTuple):
+    """The reads the processor makes of a span, each one call.
+
+    ``ids``: (trace id, span id, parent id), the parent's None for a local root and both ids 0
+    without a context. ``head``: (name, attributes), the attributes a dict. ``times``: (start,
+    end), the end the start where unset. ``view``: the whole span, its ``head`` attributes and
+    service given.
+    """
+
+    ids: Callable[[ReadableSpan], tuple[int, int, int | None]]
+    head: Callable[[ReadableSpan], tuple[str, Mapping[str, Any]]]
+    resource: Callable[[ReadableSpan], Resource | None]
+    times: Callable[[ReadableSpan], tuple[int, int]]
+    view: Callable[[ReadableSpan, Mapping[str, Any], str], SpanView]
+
+
+def service_of(resource: Resource | None) -> str:
+    service = resource.attributes.get("service.name") if resource is not None else None
+    return str(service) if service else "unknown"
+
+
+def _ids(span: ReadableSpan) -> tuple[int, int, int | None]:
+    ctx, parent = span.context, span.parent
+    parent_id = parent.span_id if parent is not None and not parent.is_remote else None
+    if ctx is None:
+        return 0, 0, parent_id
+    return ctx.trace_id, ctx.span_id, parent_id
+
+
+def _head(span: ReadableSpan) -> tuple[str, Mapping[str, Any]]:
+    attributes = span.attributes
+    # a copy: the conventions make a dozen lookups, each a Python call on the SDK's mapping
+    return span.name or "", dict(attributes) if attributes else {}
+
+
+def _resource(span: ReadableSpan) -> Resource | None:
+    return span.resource
+
+
+def _times(span: ReadableSpan) -> tuple[int, int]:
+    start = span.start_time or 0
+    return start, span.end_time or start
+
+
+def _view(span: ReadableSpan, attributes: Mapping[str, Any], service: str) -> SpanView:
+    trace_id, span_id, parent_id = _ids(span)
+    start, end = _times(span)
+    events = span.events
+    status = span.status
+    code = status.status_code
+    return SpanView(
+        trace_id,
+        span_id,
+        parent_id,
+        span.name or "",
+        start,
+        end,
+        attributes,
+        tuple(EventView(e.name, dict(e.attributes) if e.attributes else {}) for e in events)
+        if events
+        else (),
+        STATUS_ERROR if code is ERROR else STATUS_OK if code is OK else STATUS_UNSET,
+        status.description or "",
+        service,
+        NO_EXTRA,
+    )
+
+
+PUBLIC = SpanReader(_ids, _head, _resource, _times, _view)

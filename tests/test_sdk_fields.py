@@ -1,0 +1,95 @@
+"""The processor reads SDK spans from their private fields only where a check against the
+installed SDK says they give what the public API gives; otherwise through the public API, with
+one warning. Either way the metrics are the same."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.openmetrics.exposition import generate_latest
+
+from benchmarks.golden import GOLDEN, in_process, normalize
+from benchmarks.streams import STREAMS, provider
+from loopwatch import LoopwatchSpanProcessor, sdk_fields
+from loopwatch.core.config import Config
+from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.demo.emit import CONVENTIONS, emit_turn
+from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
+from loopwatch.sdk_spans import PUBLIC
+from tests.helpers import S
+
+DECLARED = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})
+
+
+@pytest.fixture
+def public_api() -> Iterator[None]:
+    sdk_fields.use_public_api(True)
+    yield
+    sdk_fields.use_public_api(False)
+
+
+def _incidents() -> str:
+    """The exposition of both incidents in every convention, declared and not."""
+    out = []
+    for config in (DECLARED, Config()):
+        registry = CollectorRegistry()
+        p = provider(5, LoopwatchSpanProcessor(config=config, registry=registry))
+        tracer, t = p.get_tracer("test"), 1000 * S
+        for convention in CONVENTIONS:
+            t = emit_turn(tracer, fourteen_tickets(), t, convention)
+            t = emit_turn(tracer, eleven_empty_searches(), t, convention)
+        p.shutdown()
+        out.append(normalize(generate_latest(registry).decode()))
+    return "".join(out)
+
+
+def test_the_installed_sdk_is_read_from_its_fields() -> None:
+    assert sdk_fields.mismatch(sdk_fields.fields_reader()) is None
+    processor = LoopwatchSpanProcessor(config=Config(), registry=CollectorRegistry())
+    assert processor._read is not PUBLIC
+    processor.shutdown()
+
+
+@pytest.mark.usefixtures("public_api")
+@pytest.mark.parametrize("name", sorted(STREAMS))
+def test_the_public_api_exports_the_golden_metrics(name: str) -> None:
+    processor = LoopwatchSpanProcessor(config=Config(), registry=CollectorRegistry())
+    assert processor._read is PUBLIC
+    processor.shutdown()
+    got = in_process(name)
+    assert got.splitlines() == (GOLDEN / f"{name}-processor.txt").read_text().splitlines()
+
+
+def test_the_public_api_counts_the_incidents_as_the_fields_do() -> None:
+    fields = _incidents()
+    assert "loopwatch_turns_total" in fields
+    sdk_fields.use_public_api(True)
+    try:
+        public = _incidents()
+    finally:
+        sdk_fields.use_public_api(False)
+    assert public.splitlines() == fields.splitlines()
+
+
+def test_a_renamed_field_fails_the_check_once_and_the_public_api_counts(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As if an SDK release renamed ReadableSpan._context: the check fails at the first
+    processor, one warning says so, and every processor reads through the public API."""
+    fields = _incidents()
+    monkeypatch.setitem(sdk_fields.FIELDS, "context", "_span_context")
+    monkeypatch.setattr(sdk_fields, "_checked", None)  # as in a new process
+    with caplog.at_level(logging.WARNING, logger="loopwatch"):
+        got = in_process("mix")
+        public = _incidents()
+    warnings = [r for r in caplog.records if r.name == "loopwatch"]
+    assert len(warnings) == 1
+    assert warnings[0].levelno == logging.WARNING
+    assert "_span_context" in warnings[0].getMessage()
+    assert "public ReadableSpan API" in warnings[0].getMessage()
+    assert sdk_fields.span_reader() is PUBLIC
+    assert got.splitlines() == (GOLDEN / "mix-processor.txt").read_text().splitlines()
+    assert public.splitlines() == fields.splitlines()
