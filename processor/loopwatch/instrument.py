@@ -42,6 +42,26 @@ def _config() -> Config:
     return config
 
 
+# The processor attached to ``provider``: the one already there, else a new one (attached where
+# the provider takes span processors).
+def _attach(provider: Any, config: Config) -> LoopwatchSpanProcessor:
+    with _lock:
+        processor = _attached.get(provider)
+        if processor is None:
+            processor = LoopwatchSpanProcessor(config=config)
+            if hasattr(provider, "add_span_processor"):
+                _attached[provider] = processor
+                provider.add_span_processor(processor)
+            else:
+                log.warning(
+                    "loopwatch: the global tracer provider (%s) is not an SDK TracerProvider; "
+                    "not attached: add the returned processor to your provider, or call "
+                    "loopwatch.instrument(tracer_provider=...)",
+                    type(provider).__name__,
+                )
+        return processor
+
+
 def instrument(
     tracer_provider: Any = None,
     config: Config | None = None,
@@ -71,20 +91,7 @@ def instrument(
     else:
         with _lock:  # two threads attaching at once set one provider, not two
             provider = global_sdk_provider()
-    with _lock:
-        processor = _attached.get(provider)
-        if processor is None:
-            processor = LoopwatchSpanProcessor(config=config)
-            if hasattr(provider, "add_span_processor"):
-                _attached[provider] = processor
-                provider.add_span_processor(processor)
-            else:
-                log.warning(
-                    "loopwatch: the global tracer provider (%s) is not an SDK TracerProvider; "
-                    "not attached: add the returned processor to your provider, or call "
-                    "loopwatch.instrument(tracer_provider=...)",
-                    type(provider).__name__,
-                )
+    processor = _attach(provider, config)
     if enabled(frameworks):
         switched = instrument_frameworks(tracer_provider)
         if switched:
