@@ -93,3 +93,15 @@ def test_a_renamed_field_fails_the_check_once_and_the_public_api_counts(
     assert sdk_fields.span_reader() is PUBLIC
     assert got.splitlines() == (GOLDEN / "mix-processor.txt").read_text().splitlines()
     assert public.splitlines() == fields.splitlines()
+
+
+def test_a_check_that_cannot_run_falls_back_without_raising(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.delitem(sdk_fields.FIELDS, "status.description")
+    monkeypatch.setattr(sdk_fields, "_checked", None)
+    with caplog.at_level(logging.WARNING, logger="loopwatch"):
+        processor = LoopwatchSpanProcessor(config=Config(), registry=CollectorRegistry())
+    processor.shutdown()
+    assert processor._read is PUBLIC
+    assert [r.levelno for r in caplog.records if r.name == "loopwatch"] == [logging.WARNING]

@@ -296,8 +296,10 @@ def span_reader() -> SpanReader:
         return PUBLIC
     with _lock:
         if _checked is None:
-            reader = fields_reader()
-            problem = mismatch(reader)
+            try:
+                problem = mismatch(fields_reader())
+            except Exception as e:  # a FIELDS entry missing, say: not raised into the host
+                problem = f"{type(e).__name__}: {e}"
             if problem is not None:
                 log.warning(
                     "loopwatch: cannot read opentelemetry-sdk %s spans from their fields (%s); "
@@ -305,8 +307,7 @@ def span_reader() -> SpanReader:
                     _sdk_version(),
                     problem,
                 )
-                reader = PUBLIC
-            _checked = reader
+            _checked = PUBLIC if problem is not None else fields_reader()
         return _checked
 
 
