@@ -13,7 +13,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from loopwatch.core.config import ConfigError, load_config
+from loopwatch.core.config import Config, ConfigError, load_config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.core.spans import trace_hex
 from loopwatch.demo.emit import emit_turn
@@ -117,88 +117,23 @@ def _summary(tally: Tally, out: TextIO) -> None:
 def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     try:
-        config = load_config(args.config)
-        if args.metrics_address:
-            host, port = _address(args.metrics_address)
-            config = replace(config, metrics_host=host, metrics_port=port)
+        config = _config(args)
     except ConfigError as e:
         print(f"loopwatch demo: {e}", file=sys.stderr)
         return 2
-    if args.turns < 1:
-        print("loopwatch demo: --turns must be at least 1", file=sys.stderr)
-        return 2
-    config = replace(config, tools={**DEMO_TOOLS, **config.tools})
     provider = TracerProvider(resource=Resource.create({"service.name": "loopwatch-demo"}))
     tally: Tally | None = None
     exporter: WatchedExporter | None = None
     if args.otlp_endpoint:
-        try:
-            exporter = otlp_exporter(args.otlp_endpoint)
-        except ImportError as e:
-            print(
-                f"loopwatch demo: --otlp-endpoint needs the OTLP exporter ({e}); "
-                "install the serve extra: pip install 'loopwatch[serve]'",
-                file=sys.stderr,
-            )
+        exporter = _attach_exporter(args.otlp_endpoint, provider, out)
+        if exporter is None:
             return 2
-        provider.add_span_processor(BatchSpanProcessor(exporter))
-        out.write(
-            f"loopwatch demo: sending spans over OTLP to {args.otlp_endpoint}\n"
-            "  the receiving loopwatch counts them with its own declarations: give it\n"
-            '  [tools.create_ticket] identity = ["customer_id", "order_id"] and\n'
-            '  [tools.search_orders] result = "rows" (deploy/loopwatch/loopwatch.toml has them),\n'
-            "  to be exact (without them it infers the failed tickets' key, free text aside).\n"
-        )
     else:
-        tally = Tally(
-            metrics_for(
-                label_limit=config.label_limit,
-                series_limit=config.series_limit,
-                label_chars=config.label_chars,
-            )
-        )
-        processor = LoopwatchSpanProcessor(config=config, sink=tally)
-        provider.add_span_processor(processor)
-        try:
-            serve_metrics(config.metrics_host, config.metrics_port)
-        except OSError as e:
-            print(
-                f"loopwatch demo: cannot serve metrics on "
-                f"{config.metrics_host}:{config.metrics_port}: {e}",
-                file=sys.stderr,
-            )
+        tally = _attach_processor(config, provider, out)
+        if tally is None:
             return 1
-        out.write(
-            f"loopwatch demo: metrics on http://{config.metrics_host}:{config.metrics_port}/metrics\n"
-        )
-    tracer = provider.get_tracer("loopwatch.demo")
-    rng = random.Random(args.seed)
-    clock = time.time_ns() - 3600 * 10**9  # simulated time: the turns happened in the last hour
     try:
-        while True:
-            for phase, model in enumerate(MODELS):
-                turns = script(rng, args.turns, model, phase)
-                progress = _Progress(out, len(turns))
-                for turn in turns:
-                    if exporter is not None and exporter.failed.is_set():
-                        break
-                    clock = emit_turn(tracer, turn, clock)
-                    progress.step(f"model {model}")
-                    if args.forever:
-                        time.sleep(0.05)
-            provider.force_flush()
-            if exporter is not None and exporter.failed.is_set():
-                break
-            if tally is not None:
-                _summary(tally, out)
-            if args.forever:
-                clock = max(clock, time.time_ns() - 600 * 10**9)
-                continue
-            break
-        if not args.exit and tally is not None:
-            out.write("\nServing /metrics; press Ctrl-C to stop.\n")
-            while True:
-                time.sleep(3600)
+        _emit(args, provider, tally, exporter, out)
     except KeyboardInterrupt:
         pass
     finally:
@@ -212,3 +147,103 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _config(args: argparse.Namespace) -> Config:
+    """The config with the flags applied and the demo's tools declared (the file's win)."""
+    config = load_config(args.config)
+    if args.metrics_address:
+        host, port = _address(args.metrics_address)
+        config = replace(config, metrics_host=host, metrics_port=port)
+    if args.turns < 1:
+        raise ConfigError("--turns must be at least 1")
+    return replace(config, tools={**DEMO_TOOLS, **config.tools})
+
+
+def _attach_exporter(
+    endpoint: str, provider: TracerProvider, out: TextIO
+) -> WatchedExporter | None:
+    """The spans go over OTLP to ``endpoint``; None (said on stderr) without the exporter."""
+    try:
+        exporter = otlp_exporter(endpoint)
+    except ImportError as e:
+        print(
+            f"loopwatch demo: --otlp-endpoint needs the OTLP exporter ({e}); "
+            "install the serve extra: pip install 'loopwatch[serve]'",
+            file=sys.stderr,
+        )
+        return None
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    out.write(
+        f"loopwatch demo: sending spans over OTLP to {endpoint}\n"
+        "  the receiving loopwatch counts them with its own declarations: give it\n"
+        '  [tools.create_ticket] identity = ["customer_id", "order_id"] and\n'
+        '  [tools.search_orders] result = "rows" (deploy/loopwatch/loopwatch.toml has them),\n'
+        "  to be exact (without them it infers the failed tickets' key, free text aside).\n"
+    )
+    return exporter
+
+
+def _attach_processor(config: Config, provider: TracerProvider, out: TextIO) -> Tally | None:
+    """The spans go to the in-process processor, /metrics served; None (said on stderr) when
+    the metrics address cannot be bound."""
+    tally = Tally(
+        metrics_for(
+            label_limit=config.label_limit,
+            series_limit=config.series_limit,
+            label_chars=config.label_chars,
+        )
+    )
+    processor = LoopwatchSpanProcessor(config=config, sink=tally)
+    provider.add_span_processor(processor)
+    try:
+        serve_metrics(config.metrics_host, config.metrics_port)
+    except OSError as e:
+        print(
+            f"loopwatch demo: cannot serve metrics on "
+            f"{config.metrics_host}:{config.metrics_port}: {e}",
+            file=sys.stderr,
+        )
+        return None
+    out.write(
+        f"loopwatch demo: metrics on http://{config.metrics_host}:{config.metrics_port}/metrics\n"
+    )
+    return tally
+
+
+def _emit(
+    args: argparse.Namespace,
+    provider: TracerProvider,
+    tally: Tally | None,
+    exporter: WatchedExporter | None,
+    out: TextIO,
+) -> None:
+    """Both models' turns (forever: again and again, in real time), the summary after each
+    round when in process, then /metrics served until Ctrl-C unless ``--exit``."""
+    tracer = provider.get_tracer("loopwatch.demo")
+    rng = random.Random(args.seed)
+    clock = time.time_ns() - 3600 * 10**9  # simulated time: the turns happened in the last hour
+    while True:
+        for phase, model in enumerate(MODELS):
+            turns = script(rng, args.turns, model, phase)
+            progress = _Progress(out, len(turns))
+            for turn in turns:
+                if exporter is not None and exporter.failed.is_set():
+                    break
+                clock = emit_turn(tracer, turn, clock)
+                progress.step(f"model {model}")
+                if args.forever:
+                    time.sleep(0.05)
+        provider.force_flush()
+        if exporter is not None and exporter.failed.is_set():
+            return
+        if tally is not None:
+            _summary(tally, out)
+        if args.forever:
+            clock = max(clock, time.time_ns() - 600 * 10**9)
+            continue
+        break
+    if not args.exit and tally is not None:
+        out.write("\nServing /metrics; press Ctrl-C to stop.\n")
+        while True:
+            time.sleep(3600)
