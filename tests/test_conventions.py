@@ -669,7 +669,8 @@ def test_result_is_read(case: str) -> None:
     assert call.result == c.result
     assert call.arguments_known is c.arguments_known
     if not c.arguments_known:
-        assert call.key.identity == UNKNOWN_IDENTITY
+        # a successful call without its arguments is keyed on itself: never a repeat
+        assert call.key.identity == f"{UNKNOWN_IDENTITY}{call.span_id:x}"
 
 
 def test_bare_string_keys_like_the_named_argument_under_a_one_field_identity() -> None:
@@ -930,3 +931,84 @@ def test_langgraph_steps_are_not_turns() -> None:
         },
     )
     assert isinstance(read_span(step, DECLARED), Link)
+
+
+# MCP: the conventions' client span (loopwatch's own call_tool span writes it), the MCP SDK's own
+# client span (mcp 2.3: the method and JSON-RPC id only) and OpenLLMetry's span (mcp 1.30).
+MCP_TIMEOUT_TEXT = "Error executing tool create_ticket: TimeoutError: ticket service timed out"
+MCP_SPANS = {
+    "conventions": view(
+        "tools/call create_ticket",
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "create_ticket",
+            "mcp.method.name": "tools/call",
+            "gen_ai.tool.call.arguments": json.dumps({**TICKET, "summary": SUMMARY_A}),
+            "gen_ai.tool.call.result": MCP_TIMEOUT_TEXT,
+            "error.type": "tool_error",
+        },
+        status=STATUS_ERROR,
+        description=MCP_TIMEOUT_TEXT,
+    ),
+    "sdk": view(
+        "MCP send tools/call create_ticket",
+        {"mcp.method.name": "tools/call", "jsonrpc.request.id": "2"},
+    ),
+    "sdk-untargeted": view("MCP send tools/call", {"mcp.method.name": "tools/call"}),
+    "openllmetry": view(
+        "create_ticket.tool",
+        {
+            "traceloop.span.kind": "tool",
+            "traceloop.entity.name": "create_ticket",
+            "traceloop.entity.input": json.dumps(
+                {"tool_name": "create_ticket", "arguments": {**TICKET, "summary": SUMMARY_B}}
+            ),
+            "traceloop.entity.output": json.dumps(
+                {"content": [{"type": "text", "text": MCP_TIMEOUT_TEXT}], "isError": True}
+            ),
+            "error.type": "tool_error",
+        },
+        status=STATUS_ERROR,
+    ),
+}
+
+
+def test_mcp_calls_are_read_by_tool_name_with_their_error_class() -> None:
+    conventions = tool_call(MCP_SPANS["conventions"])
+    openllmetry = tool_call(MCP_SPANS["openllmetry"])
+    for call in (conventions, openllmetry):
+        assert (call.tool, call.error_class, call.arguments_known) == (
+            "create_ticket",
+            "timeout",
+            True,
+        )
+    # OpenLLMetry's {"tool_name", "arguments"} envelope unwrapped: the identity fields are read,
+    # so the reworded summaries are one attempt
+    assert conventions.key == openllmetry.key
+
+
+def test_mcp_sdk_spans_name_the_tool_never_the_span() -> None:
+    sdk = tool_call(MCP_SPANS["sdk"])
+    assert (sdk.tool, sdk.error_class, sdk.arguments_known) == ("create_ticket", "ok", False)
+    assert tool_call(MCP_SPANS["sdk-untargeted"]).tool == "unknown"
+    assert isinstance(
+        read_span(view("MCP send tools/list", {"mcp.method.name": "tools/list"}), DECLARED), Link
+    )
+
+
+def test_calls_without_arguments_repeat_only_when_they_fail_alike() -> None:
+    def sdk_call(status: int = STATUS_UNSET, *events: Event) -> ToolCall:
+        return tool_call(
+            view(
+                "MCP send tools/call create_ticket",
+                {"mcp.method.name": "tools/call"},
+                events,
+                status,
+            )
+        )
+
+    succeeded = [sdk_call() for _ in range(6)]
+    assert len({c.key for c in succeeded}) == 6  # six tickets for six orders: no repeat
+    failed = [sdk_call(STATUS_ERROR, exception("TimeoutError", "timed out")) for _ in range(2)]
+    assert failed[0].key == failed[1].key
+    assert failed[0].error_class == "timeout"

@@ -204,4 +204,11 @@ def instrument_frameworks(provider: Any) -> list[str]:
         owner.update(dict.fromkeys(libraries, ep.value))
         log.debug("loopwatch: switched on %s for %s", ep.value, ", ".join(sorted(libraries)))
         done.append(str(ep.name))
+    try:
+        from loopwatch.mcp_tracing import instrument_mcp  # it imports this module
+
+        if instrument_mcp():
+            done.append("mcp")
+    except Exception as e:
+        log.warning("loopwatch: could not trace MCP tool calls: %s", e)
     return done

@@ -51,7 +51,7 @@ def capture_content() -> bool:
     return os.environ.get(CAPTURE_CONTENT_VARIABLE, "").strip().lower() not in _NO_CONTENT_ON_SPANS
 
 
-def _tracer() -> trace.Tracer | None:
+def current_tracer() -> trace.Tracer | None:
     """The global provider's loopwatch tracer; None while no SDK provider is set."""
     global _cached
     try:
@@ -79,7 +79,7 @@ def qualified_name(error: BaseException) -> str:
     return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
 
 
-class _Open:
+class Open:
     """A started span made current; ``close`` ends it and restores the previous context."""
 
     __slots__ = ("span", "token")
@@ -104,9 +104,9 @@ class _Open:
                 log.debug("loopwatch: could not restore the context: %s", e)
 
 
-def _start(tracer: trace.Tracer, name: str, attributes: Mapping[str, str]) -> _Open | None:
+def start_span(tracer: trace.Tracer, name: str, attributes: Mapping[str, str]) -> Open | None:
     try:
-        return _Open(tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes))
+        return Open(tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes))
     except Exception as e:
         log.debug("loopwatch: could not start span %r: %s", name, e)
         return None
@@ -121,7 +121,7 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def _json(value: Any) -> str | None:
+def as_json(value: Any) -> str | None:
     try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_json_default)
     except Exception:
@@ -151,15 +151,15 @@ class _ToolSpec:
 
     def start(
         self, tracer: trace.Tracer, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> _Open | None:
+    ) -> Open | None:
         bound = self._bind(args, kwargs)
         attributes = {**self.attributes, "gen_ai.tool.call.id": self._call_id(bound)}
-        call = _start(tracer, self.span_name, attributes)
+        call = start_span(tracer, self.span_name, attributes)
         if call is None or bound is None:
             return call
         try:
             if call.span.is_recording() and capture_content():
-                arguments = _json(self._arguments(bound))
+                arguments = as_json(self._arguments(bound))
                 if arguments is not None:
                     call.span.set_attribute("gen_ai.tool.call.arguments", arguments)
         except Exception as e:
@@ -208,10 +208,10 @@ class _ToolSpec:
         return f"call_{uuid.uuid4().hex}"
 
 
-def _succeed(call: _Open, result: Any) -> None:
+def _succeed(call: Open, result: Any) -> None:
     try:
         if call.span.is_recording() and capture_content():
-            text = result if isinstance(result, str) else _json(result)
+            text = result if isinstance(result, str) else as_json(result)
             if text is not None:
                 call.span.set_attribute("gen_ai.tool.call.result", text)
     except Exception as e:
@@ -219,8 +219,8 @@ def _succeed(call: _Open, result: Any) -> None:
     call.close()
 
 
-def _start_tool(spec: _ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Open | None:
-    tracer = _tracer()
+def _start_tool(spec: _ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Open | None:
+    tracer = current_tracer()
     if tracer is None:
         return None
     try:
@@ -286,15 +286,15 @@ class Turn:
 
     def __init__(self, agent: str | None) -> None:
         self._agent = agent
-        self._open: list[_Open | None] = []  # nested uses of one object close in order
+        self._open: list[Open | None] = []  # nested uses of one object close in order
 
     def _enter(self) -> None:
         attributes = {"gen_ai.operation.name": "invoke_agent"}
         if self._agent:
             attributes["gen_ai.agent.name"] = self._agent
         name = f"invoke_agent {self._agent}" if self._agent else "invoke_agent"
-        tracer = _tracer()
-        self._open.append(None if tracer is None else _start(tracer, name, attributes))
+        tracer = current_tracer()
+        self._open.append(None if tracer is None else start_span(tracer, name, attributes))
 
     def _exit(self, error: BaseException | None) -> None:
         call = self._open.pop() if self._open else None

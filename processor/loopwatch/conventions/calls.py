@@ -80,7 +80,7 @@ def keyed_call(
         fingerprint = result_fingerprint(result, declaration) if result_known else "unknown"
         outcome = fingerprint if result_known else OK
     keying = _keying_declaration(arguments, declaration) if declaration is not None else None
-    key = attempt_key(tool, arguments, outcome, keying, arguments_known=known)
+    key = attempt_key(tool, arguments, outcome, keying, arguments_known=known, call=span[0])
     tool_version = description_hash(description) if description else ""
     failed_identity = (
         None

@@ -27,7 +27,7 @@ OPERATION = "gen_ai.operation.name"
 
 GENAI = Family(
     name="genai",
-    tool=((OPERATION, "execute_tool"), ("mcp.method.name", "tools/call")),
+    tool=((OPERATION, "execute_tool"),),
     turn=((OPERATION, "invoke_agent"), (OPERATION, "invoke_workflow")),
     llm=(
         (OPERATION, "chat"),
@@ -44,8 +44,8 @@ GENAI = Family(
     tool_definitions=("gen_ai.tool.definitions", "model_request_parameters"),
 )
 
-# Span names that mark a kind when no attribute does (pydantic-ai v2, MCP, ADK v1).
-TOOL_NAME_PREFIXES = ("execute_tool ", "tools/call ")
+# Span names that mark a kind when no attribute does (pydantic-ai v2, ADK v1).
+TOOL_NAME_PREFIXES = ("execute_tool ",)
 TOOL_SPAN_NAMES = frozenset({"running tool"})
 TURN_NAME_PREFIXES = ("invoke_agent", "invoke_workflow")
 TURN_SPAN_NAMES = frozenset({"agent run", "invocation"})

@@ -24,6 +24,7 @@ MAX_PARSE_CHARS = 256 * 1024
 MAX_LITERAL_CHARS = 4 * 1024
 _UNWRAP_DEPTH = 6
 # The keys of a {"args", "kwargs"} call envelope (Traceloop decorators, smolagents).
+_MCP_ENVELOPE_KEYS = frozenset({"tool_name", "arguments"})
 _CALL_ENVELOPE_KEYS = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
 # A result mapping that holds none of these keys is no envelope decode_result unwraps.
 _ENVELOPE_KEYS = frozenset({"raw_output", "data", "lc", "output", "result", "content"})
@@ -106,7 +107,9 @@ def decode_arguments(value: Any) -> tuple[bool, Any]:
 
 
 def _unwrap_arguments(args: Any) -> Any:
-    if not isinstance(args, dict) or ("kwargs" not in args and "input_str" not in args):
+    if not isinstance(args, dict) or (
+        "kwargs" not in args and "input_str" not in args and "tool_name" not in args
+    ):
         return args  # no envelope below: most arguments (the loop is dearer than this test)
     for _ in range(_UNWRAP_DEPTH):
         if not isinstance(args, dict):
@@ -128,6 +131,9 @@ def _unwrap_arguments(args: Any) -> Any:
                 args = positional[0]
             else:
                 return {"args": positional, **named}
+        elif keys == _MCP_ENVELOPE_KEYS and isinstance(args["arguments"], dict):
+            # OpenLLMetry's MCP instrumentor: {"tool_name": ..., "arguments": {...}}
+            args = args["arguments"]
         else:
             return args
     return args

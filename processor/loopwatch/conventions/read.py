@@ -19,7 +19,15 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from loopwatch.conventions import genai, logfire, openinference, openllmetry, results
+from loopwatch.conventions import (
+    genai,
+    logfire,
+    mcp,
+    openinference,
+    openllmetry,
+    results,
+    vercel_ai,
+)
 from loopwatch.conventions.calls import keyed_call, read_result
 from loopwatch.conventions.emitter import (
     LLM,
@@ -52,15 +60,28 @@ from loopwatch.core.records import (
 )
 from loopwatch.core.spans import STATUS_ERROR, SpanView
 
-# Marker attributes first, in this order; then names.
-EMITTERS = (genai.EMITTER, openinference.EMITTER, openllmetry.EMITTER, logfire.EMITTER)
+# Marker attributes first, in this order; then names. MCP before GenAI: the conventions' MCP
+# span is also an execute_tool span, and only the MCP reading finds the tool in its name.
+EMITTERS = (
+    mcp.EMITTER,
+    genai.EMITTER,
+    openinference.EMITTER,
+    openllmetry.EMITTER,
+    logfire.EMITTER,
+    vercel_ai.EMITTER,
+)
 
 # Every attribute a marker tests: a span with none of them, and whose name marks no kind, is a
 # plain span (a Link) without reading further. Keep in step with the emitters' kind_by_name.
 _MARKER_KEYS = frozenset(
     key for e in EMITTERS for key, _ in (*e.family.tool, *e.family.turn, *e.family.llm)
 )
-_MARKER_NAME_PREFIXES = (*genai.TOOL_NAME_PREFIXES, *genai.TURN_NAME_PREFIXES)
+_MARKER_NAME_PREFIXES = (
+    *genai.TOOL_NAME_PREFIXES,
+    *genai.TURN_NAME_PREFIXES,
+    mcp.NAME_PREFIX,
+    "MCP ",  # the MCP SDK's own spans (mcp.method.name marks them too)
+)
 _MARKER_NAMES = genai.TOOL_SPAN_NAMES | genai.TURN_SPAN_NAMES | {logfire.FUNCTION_SPAN}
 
 

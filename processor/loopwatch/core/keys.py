@@ -60,6 +60,7 @@ def attempt_key(
     declaration: ToolDeclaration | None,
     *,
     arguments_known: bool = True,
+    call: int = 0,
 ) -> AttemptKey:
     """Key one tool call. ``outcome`` comes from :func:`loopwatch.guards.outcome.outcome_of`.
 
@@ -68,13 +69,22 @@ def attempt_key(
     after an error with only its wording changed is the same attempt. A successful call is
     keyed on all its arguments: repeated successful work with different text is usually
     legitimate. ``identity = "*"`` keys every call on all its arguments.
+
+    Without its arguments (``arguments_known`` False) a failed call is keyed on the tool and
+    its error class, so failures of one kind may be one attempt; a successful one on ``call``
+    (its span id), so successful calls are never repeats of each other.
     """
     if not arguments_known:
-        return AttemptKey(tool, UNKNOWN_IDENTITY, outcome)
+        return AttemptKey(tool, unknown_identity(outcome, call), outcome)
     fields = declaration.identity if declaration is not None else None
     if fields is None and outcome in _FAILED:
         return AttemptKey(tool, identity_hash(without_free_text(arguments), None), outcome, True)
     return AttemptKey(tool, identity_hash(arguments, fields), outcome)
+
+
+def unknown_identity(outcome: str, call: int) -> str:
+    """The identity of a call whose arguments are unknown (see attempt_key)."""
+    return UNKNOWN_IDENTITY if outcome in _FAILED else f"{UNKNOWN_IDENTITY}{call:x}"
 
 
 def identities(tool: str, arguments: Any, declaration: ToolDeclaration | None) -> tuple[str, str]:

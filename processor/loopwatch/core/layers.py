@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from loopwatch.core.keys import AttemptKey
+from loopwatch.core.keys import AttemptKey, unknown_identity
 from loopwatch.core.outcomes import OK
 from loopwatch.core.records import ToolCall
 
@@ -81,6 +81,8 @@ def _merge(layers: list[ToolCall]) -> ToolCall:
     else:
         result = next((c.result for c in layers if c.result != _UNKNOWN), _UNKNOWN)
         outcome = result if result != _UNKNOWN else OK
+    if not source.arguments_known:
+        identity = unknown_identity(outcome, outer.span_id)
     return replace(
         outer,
         key=AttemptKey(outer.tool, identity, outcome, inferred),

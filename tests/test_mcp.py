@@ -1,0 +1,90 @@
+"""Tools called over MCP (a real stdio server, tests/fixtures/mcp/server.py), each turn marked by
+``loopwatch.turn``: the three turns of the framework tests, counted exactly where the spans carry
+what is needed, and never read as a loop where they do not.
+
+- mcp 2.x with ``loopwatch.instrument()``: loopwatch's ``tools/call`` span around each call (the
+  SDK's own span nested in it, read as the same call).
+- mcp 1.x with OpenLLMetry's MCP instrumentor (``.venv-crewai``): its ``{tool}.tool`` spans.
+- mcp 2.x's own spans alone: tool names only; no failure and no result can be seen, and
+  successful calls without arguments are never repeats of each other."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES: dict[tuple[str, str], list[tuple[str, dict[str, str], float]]] = {}
+
+
+def samples(venv: str, mode: str, tmp_path: Path) -> list[tuple[str, dict[str, str], float]]:
+    python = ROOT / venv / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"{venv} is missing (scripts/test creates it)")
+    if (venv, mode) not in SAMPLES:
+        out = tmp_path / "samples.json"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPWATCH_"))}
+        env["PYTHONPATH"] = str(ROOT)
+        done = subprocess.run(
+            [str(python), "-m", "tests.framework_runs.mcp_agent", mode, str(out)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-4000:]
+        SAMPLES[(venv, mode)] = [tuple(s) for s in json.loads(out.read_text(encoding="utf-8"))]
+    return SAMPLES[(venv, mode)]
+
+
+def value(found: list[tuple[str, dict[str, str], float]], name: str, **labels: str) -> float:
+    return sum(
+        v for n, got, v in found if n == name and all(got.get(k) == w for k, w in labels.items())
+    )
+
+
+@pytest.mark.parametrize(
+    "venv", [".venv", ".venv-crewai"], ids=["mcp2-loopwatch", "mcp1-openllmetry"]
+)
+def test_three_turns_over_mcp_are_counted_exactly(venv: str, tmp_path: Path) -> None:
+    found = samples(venv, "instrument", tmp_path)
+    turn = {"agent": "support", "model": "unknown"}
+    assert value(found, "loopwatch_turns_total", **turn) == 3
+    # max attempts 6 (the timeouts), 1 (the searches), 1 (six tickets for six orders)
+    assert value(found, "loopwatch_turn_max_attempts_sum", **turn) == 8
+    assert value(found, "loopwatch_turn_max_attempts_bucket", le="1.0", **turn) == 2
+    assert value(found, "loopwatch_loops_total", tool="create_ticket") == 1
+    assert (
+        value(
+            found,
+            "loopwatch_loops_total",
+            tool="create_ticket",
+            error_class="timeout",
+            kind="repeat",
+        )
+        == 1
+    )
+    assert value(found, "loopwatch_loops_total", tool="search_orders", kind="no_rows") == 1
+    assert value(found, "loopwatch_no_rows_streak_sum", tool="search_orders") == 4
+    assert (
+        value(found, "loopwatch_tool_calls_total", tool="create_ticket", error_class="timeout") == 6
+    )
+    assert value(found, "loopwatch_tool_calls_total", tool="create_ticket", error_class="ok") == 6
+    assert value(found, "loopwatch_tool_calls_total", tool="search_orders") == 4
+    assert value(found, "loopwatch_tool_calls_total", tool="unknown") == 0
+
+
+def test_the_sdk_spans_alone_never_make_a_false_loop(tmp_path: Path) -> None:
+    found = samples(".venv", "sdk-only", tmp_path)
+    turn = {"agent": "support", "model": "unknown"}
+    assert value(found, "loopwatch_turns_total", **turn) == 3
+    assert value(found, "loopwatch_turn_max_attempts_sum", **turn) == 3  # 1 each: nothing repeats
+    assert value(found, "loopwatch_loops_total") == 0
+    # what these spans cannot show: the timeouts read as successful calls of create_ticket
+    assert value(found, "loopwatch_tool_calls_total", tool="create_ticket", error_class="ok") == 12
+    assert value(found, "loopwatch_tool_calls_total", tool="search_orders", error_class="ok") == 4
