@@ -324,7 +324,7 @@ def write_histories(scenarios: list[Scenario], seed: int, out: Path, work: Path)
 
 
 # -- a real Prometheus -----------------------------------------------------------------------------
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
@@ -337,10 +337,14 @@ def _run(*args: str) -> None:
         raise RuntimeError(f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
 
 
+_QUERY_ONLY: dict[str, Any] = {"global": {"evaluation_interval": "1m"}}  # nothing scraped
+
+
 @dataclass
 class Prometheus:
     binary: str
     data: Path
+    config: dict[str, Any] = field(default_factory=lambda: dict(_QUERY_ONLY))  # prometheus.yml
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
 
@@ -349,9 +353,9 @@ class Prometheus:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         config = self.data.parent / "prometheus.yml"
-        config.write_text(yaml.safe_dump({"global": {"evaluation_interval": "1m"}}))
+        config.write_text(yaml.safe_dump(self.config))
         log = (self.data.parent / "prometheus.log").open("ab")
         self.process = subprocess.Popen(
             [
@@ -394,15 +398,27 @@ class Prometheus:
 
 @contextmanager
 def backfilled_prometheus(
-    prometheus: str, promtool: str, openmetrics: Path, rule_file: Path, start: int, end: int
+    prometheus: str,
+    promtool: str,
+    openmetrics: Path,
+    rule_file: Path,
+    start: int,
+    end: int,
+    config: dict[str, Any] | None = None,
 ) -> Iterator[Prometheus]:
-    """Prometheus serving the backfilled history plus its materialised recording rules."""
+    """Prometheus serving the backfilled history plus its materialised recording rules.
+
+    ``openmetrics`` is one file, or a directory of ``*.om`` files; ``config`` the
+    prometheus.yml it then runs with (default: nothing scraped, no rules loaded)."""
     work = openmetrics.parent
     data = work / "data"
     data.mkdir()
-    for path in sorted(openmetrics.glob("*.om")):
-        with path.open("a", encoding="utf-8") as f:
-            f.write("# EOF\n")
+    files = [openmetrics] if openmetrics.is_file() else sorted(openmetrics.glob("*.om"))
+    for path in files:
+        with path.open("rb+") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 6))
+            if f.read() != b"# EOF\n":  # promtool wants it; loopwatch replay writes it
+                f.write(b"# EOF\n")
         _run(promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(path), str(data))
     server = Prometheus(prometheus, data)
     server.start()
@@ -424,6 +440,8 @@ def backfilled_prometheus(
         for block in rules_out.iterdir():
             if block.is_dir():
                 shutil.move(str(block), data / block.name)
+        if config is not None:
+            server.config = config
         server.start()
         yield server
     finally:
