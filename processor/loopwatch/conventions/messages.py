@@ -68,27 +68,7 @@ def conversation(
             first = index
             break
     limit = config.max_spans_per_turn
-    # call id -> (tool, arguments), in history order
-    asked: dict[str, tuple[str, Any]] = {}
-    answers: dict[str, tuple[Any, bool | None]] = {}
-    order: list[str] = []  # the calls in history order: what results without an id answer
-    oldest = 0  # the oldest call that may still be unanswered (each call passed once)
-    position = 0
-    for message in inputs[first + 1 :]:
-        for call_id, tool, arguments in message.calls:
-            if len(asked) < limit:
-                key = _call_id(call_id, asked, (), position)
-                asked[key] = (tool, arguments)
-                order.append(key)
-            position += 1
-        for result in message.results:
-            answer_id = result[0]
-            if answer_id is None:  # it answers the oldest call still unanswered
-                while oldest < len(order) and order[oldest] in answers:
-                    oldest += 1
-                answer_id = order[oldest] if oldest < len(order) else None
-            if answer_id is not None and answer_id not in answers:
-                answers[answer_id] = (result[1], result[2])
+    asked, answers, position = _history(inputs[first + 1 :], limit)
     requested: dict[str, tuple[str, Any]] = {}
     for message in outputs or ():
         for call_id, tool, arguments in message.calls:
@@ -119,6 +99,34 @@ def conversation(
         frozenset(asked_ids[c] for c in answers if c in asked_ids),
         agent,
     )
+
+
+def _history(
+    messages: list[Message], limit: int
+) -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[Any, bool | None]], int]:
+    """The turn's calls so far ``{call id: (tool, arguments)}`` in history order, their answers
+    ``{call id: (content, is_error)}``, and the number of calls read (kept or not)."""
+    asked: dict[str, tuple[str, Any]] = {}
+    answers: dict[str, tuple[Any, bool | None]] = {}
+    order: list[str] = []  # the calls in history order: what results without an id answer
+    oldest = 0  # the oldest call that may still be unanswered (each call passed once)
+    position = 0
+    for message in messages:
+        for call_id, tool, arguments in message.calls:
+            if len(asked) < limit:
+                key = _call_id(call_id, asked, (), position)
+                asked[key] = (tool, arguments)
+                order.append(key)
+            position += 1
+        for result in message.results:
+            answer_id = result[0]
+            if answer_id is None:  # it answers the oldest call still unanswered
+                while oldest < len(order) and order[oldest] in answers:
+                    oldest += 1
+                answer_id = order[oldest] if oldest < len(order) else None
+            if answer_id is not None and answer_id not in answers:
+                answers[answer_id] = (result[1], result[2])
+    return asked, answers, position
 
 
 def _call_id(

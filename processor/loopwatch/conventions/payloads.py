@@ -164,35 +164,8 @@ def decode_result(value: Any) -> tuple[bool, Any, str | None]:
         if isinstance(result, dict):
             if _ENVELOPE_KEYS.isdisjoint(result):  # a plain mapping: none of the shapes below
                 break
-            unwrapped, inner, wrapper_error = unwrap_output(result)
-            if unwrapped:
-                error_text = error_text or wrapper_error
-                result = inner
-                continue
-            data = result.get("data")
-            if result.get("lc") == 1 and result.get("type") == "constructor":
-                # LangChain's own serialization (``ToolMessage.to_json()``, OpenLLMetry writes
-                # it): the message fields are under ``kwargs``.
-                data = result.get("kwargs")
-            if (
-                isinstance(data, dict)
-                and "content" in data
-                and "tool" in (result.get("type"), data.get("type"))
-            ):
-                if data.get("status") == "error":
-                    error_text = str(data.get("content"))[:500]
-                result = data["content"]
-            elif "output" in result and set(result) <= {"output", "kwargs"}:
-                result = result["output"]
-            elif len(result) == 1 and "result" in result:
-                result = result["result"]
-            elif isinstance(result.get("content"), list) and (
-                "isError" in result or "structuredContent" in result
-            ):
-                if result.get("isError") is True:
-                    error_text = str(result["content"])[:500]
-                result = result["content"]
-            else:
+            unwrapped, result, error_text = _unwrap_mapping(result, error_text)
+            if not unwrapped:
                 break
         elif (
             isinstance(result, list)
@@ -206,6 +179,39 @@ def decode_result(value: Any) -> tuple[bool, Any, str | None]:
         else:
             break
     return True, result, error_text
+
+
+def _unwrap_mapping(result: dict[str, Any], error_text: str | None) -> tuple[bool, Any, str | None]:
+    """``(unwrapped, inner value, error text)`` for one envelope around a result (a framework
+    wrapper's error yields to one found outside it; a message's or MCP result's error wins);
+    ``(False, result, error_text)`` when the mapping is the result itself."""
+    unwrapped, inner, wrapper_error = unwrap_output(result)
+    if unwrapped:
+        return True, inner, error_text or wrapper_error
+    data = result.get("data")
+    if result.get("lc") == 1 and result.get("type") == "constructor":
+        # LangChain's own serialization (``ToolMessage.to_json()``, OpenLLMetry writes it): the
+        # message fields are under ``kwargs``.
+        data = result.get("kwargs")
+    if (
+        isinstance(data, dict)
+        and "content" in data
+        and "tool" in (result.get("type"), data.get("type"))
+    ):
+        if data.get("status") == "error":
+            error_text = str(data.get("content"))[:500]
+        return True, data["content"], error_text
+    if "output" in result and set(result) <= {"output", "kwargs"}:
+        return True, result["output"], error_text
+    if len(result) == 1 and "result" in result:
+        return True, result["result"], error_text
+    if isinstance(result.get("content"), list) and (
+        "isError" in result or "structuredContent" in result
+    ):
+        if result.get("isError") is True:
+            error_text = str(result["content"])[:500]
+        return True, result["content"], error_text
+    return False, result, error_text
 
 
 def _is_text_block(block: Any) -> bool:
