@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import queue
 import re
-import signal
 import subprocess
 import sys
-import threading
 import time
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -31,6 +28,7 @@ from loopwatch.service.activity import Activity
 from loopwatch.service.run import add_arguments
 from loopwatch.version import VERSION
 from tests.helpers import Pipeline, S
+from tests.serve_process import ServeProcess
 
 TICKETS = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})
 
@@ -104,86 +102,42 @@ def test_activity_line_counts_since_the_last_and_is_silent_when_idle() -> None:
     p.close()
 
 
-def _lines(process: subprocess.Popen[str]) -> queue.Queue[str]:
-    """The child's stderr, line by line, read on a thread (so waits can time out)."""
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            lines.put(line.rstrip("\n"))
-
-    threading.Thread(target=pump, daemon=True).start()
-    return lines
-
-
-def _wait_line(lines: queue.Queue[str], pattern: str, timeout: float = 30.0) -> str:
-    deadline = time.monotonic() + timeout
-    seen = []
-    while time.monotonic() < deadline:
-        try:
-            line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
-        except queue.Empty:
-            break
-        seen.append(line)
-        if re.search(pattern, line):
-            return line
-    raise AssertionError(f"no line matching {pattern!r} in:\n" + "\n".join(seen))
-
-
-def test_serve_logs_its_config_loops_and_a_summary_while_spans_flow(tmp_path: Path) -> None:
-    config = tmp_path / "loopwatch.toml"
-    config.write_text(
-        '[serve]\ngrace_seconds = 0.0\n\n[tools.create_ticket]\nidentity = ["order_id"]\n'
+def test_serve_logs_its_config_loops_and_a_summary_while_spans_flow(
+    serve: Callable[..., ServeProcess],
+) -> None:
+    process = serve(
+        '[serve]\ngrace_seconds = 0.0\n\n[tools.create_ticket]\nidentity = ["order_id"]\n',
+        ("--summary-seconds", "0.2"),
+        log_level="debug",
     )
-    process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "loopwatch.cli", "serve", "--config", str(config)),
-            *("--grpc-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0"),
-            *("--metrics-address", "127.0.0.1:0", "--log-level", "debug"),
-            *("--summary-seconds", "0.2"),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+    assert process.config is not None
+    line = process.wait_line(r"config: ")
+    assert line.endswith(f"config: {process.config.resolve()} (1 tool declarations)")
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
+    provider.add_span_processor(
+        SimpleSpanProcessor(OTLPSpanExporter(endpoint=process.grpc, insecure=True))
     )
-    try:
-        lines = _lines(process)
-        line = _wait_line(lines, r"config: ")
-        assert line.endswith(f"config: {config.resolve()} (1 tool declarations)")
-        listening = re.search(r"otlp-grpc=(\S+)", _wait_line(lines, "listening: "))
-        assert listening is not None
-        grpc = listening.group(1)
-        provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
-        provider.add_span_processor(
-            SimpleSpanProcessor(OTLPSpanExporter(endpoint=grpc, insecure=True))
-        )
-        emit_turn(provider.get_tracer("t"), fourteen_tickets(), 10 * S)
-        provider.shutdown()
-        # the spans and their turn may be summarized in two lines, either side of the loop line
-        loop, totals = None, [0, 0, 0]
-        deadline = time.monotonic() + 30
-        while (loop is None or totals[1] < 1) and time.monotonic() < deadline:
-            line = _wait_line(lines, "loop found: |since the last summary")
-            if "loop found: " in line:
-                loop = line
-            else:
-                counts = re.search(
-                    r"INFO loopwatch.service: (\d+) spans, (\d+) turns, (\d+) loops", line
-                )
-                assert counts is not None, line
-                totals = [a + int(b) for a, b in zip(totals, counts.groups(), strict=True)]
-        assert loop is not None and "tool=create_ticket" in loop and "attempts=14" in loop
-        assert " INFO loopwatch: loop found: tool=create_ticket " in loop  # the name once
-        assert totals[1:] == [1, 1] and totals[0] > 14
-        time.sleep(1.0)  # five intervals with nothing arriving: no more lines
-        quiet = []
-        while not lines.empty():
-            quiet.append(lines.get())
-        assert [q for q in quiet if "summary" in q] == []
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
+    emit_turn(provider.get_tracer("t"), fourteen_tickets(), 10 * S)
+    provider.shutdown()
+    # the spans and their turn may be summarized in two lines, either side of the loop line
+    loop, totals = None, [0, 0, 0]
+    deadline = time.monotonic() + 30
+    while (loop is None or totals[1] < 1) and time.monotonic() < deadline:
+        line = process.wait_line("loop found: |since the last summary")
+        if "loop found: " in line:
+            loop = line
+        else:
+            counts = re.search(
+                r"INFO loopwatch.service: (\d+) spans, (\d+) turns, (\d+) loops", line
+            )
+            assert counts is not None, line
+            totals = [a + int(b) for a, b in zip(totals, counts.groups(), strict=True)]
+    assert loop is not None and "tool=create_ticket" in loop and "attempts=14" in loop
+    assert " INFO loopwatch: loop found: tool=create_ticket " in loop  # the name once
+    assert totals[1:] == [1, 1] and totals[0] > 14
+    # silence is only seen by watching for a while: five intervals with nothing arriving
+    time.sleep(1.0)
+    assert [q for q in process.unread() if "summary" in q] == []
 
 
 def test_version_and_log_level_in_any_case() -> None:

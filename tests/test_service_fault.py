@@ -11,7 +11,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import healthy
 from tests.helpers import require_tool
-from tests.test_service_support import free_port, get, serve_process, wait_listening
+from tests.serve_process import ServeProcess, http_get, wait_for
 
 pytestmark = pytest.mark.live
 
@@ -58,7 +58,8 @@ class Driver:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join()
+        if self._thread.ident is not None:  # started
+            self._thread.join()
         self.provider.shutdown()  # flushes; the exporter retried what the kill refused
 
 
@@ -85,16 +86,8 @@ def _exposed(text: str, name: str) -> float:
     )
 
 
-def _wait(condition: Any, timeout: float) -> float:
-    started = time.monotonic()
-    while not condition():
-        assert time.monotonic() - started < timeout
-        time.sleep(0.05)
-    return time.monotonic() - started
-
-
 @pytest.fixture
-def prometheus(tmp_path: Path) -> Iterator[tuple[str, str]]:
+def prometheus(tmp_path: Path, free_port: Callable[[], int]) -> Iterator[tuple[str, str]]:
     binary = require_tool("prometheus")
     metrics = f"127.0.0.1:{free_port()}"
     web = f"127.0.0.1:{free_port()}"
@@ -114,7 +107,7 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[str, str]]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait(lambda: get(web, "/-/ready")[0] == 200 if _up(web) else False, 30)
+        wait_for(lambda: _up(web), 30, "Prometheus ready")
         yield web, metrics
     finally:
         process.send_signal(signal.SIGTERM)
@@ -123,52 +116,41 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[str, str]]:
 
 def _up(web: str) -> bool:
     try:
-        return get(web, "/-/ready")[0] == 200
+        return http_get(web, "/-/ready")[0] == 200
     except OSError:
         return False
 
 
 def test_sigkill_and_restart_keeps_rate_correct(
-    tmp_path: Path, prometheus: tuple[str, str]
+    prometheus: tuple[str, str],
+    serve: Callable[..., ServeProcess],
+    free_port: Callable[[], int],
 ) -> None:
     web, metrics = prometheus
-    (tmp_path / "loopwatch.toml").write_text("[serve]\ngrace_seconds = 0.2\n")
-    args = [
-        "--config",
-        str(tmp_path / "loopwatch.toml"),
-        "--grpc-address",
-        f"127.0.0.1:{free_port()}",
-        "--http-address",
-        f"127.0.0.1:{free_port()}",
-        "--metrics-address",
-        metrics,
-    ]
-    first = serve_process(*args)
-    second = None
-    driver = None
+    # the same addresses for the restarted replica: the agent and Prometheus keep theirs
+    toml = "[serve]\ngrace_seconds = 0.2\n"
+    grpc, http = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    first = serve(toml, grpc=grpc, http=http, metrics=metrics)
+    driver = Driver(grpc)
     try:
-        bound = wait_listening(first)
-        _wait(lambda: bool(_query(web, 'up{job="loopwatch"} == 1', time.time())), 30)
+        wait_for(lambda: bool(_query(web, 'up{job="loopwatch"} == 1', time.time())), 30)
         started = time.time()
-        driver = Driver(bound.grpc)
         driver.start()
-        time.sleep(PHASE_SECONDS)
-        first.send_signal(signal.SIGKILL)  # mid-stream: no shutdown, open turns lost
-        first.wait(timeout=10)
+        phase = int(TURNS_PER_SECOND * PHASE_SECONDS)
+        wait_for(lambda: driver.sent >= phase, 60, f"{phase} turns sent")
+        first.kill()  # mid-stream: no shutdown, open turns lost
         killed = time.monotonic()
-        second = serve_process(*args)
-        wait_listening(second)
-        back = _wait(lambda: get(bound.metrics, "/readyz")[0] == 200, 10)
+        second = serve(toml, grpc=grpc, http=http, metrics=metrics)  # returns once ready
         restart_seconds = time.monotonic() - killed
-        assert restart_seconds < 5.0, back
-        time.sleep(PHASE_SECONDS)
+        assert restart_seconds < 5.0
+        wait_for(lambda: driver.sent >= 2 * phase, 60, f"{2 * phase} turns sent")
         driver.stop()
         sent = driver.sent
         # every finished turn counted by the new replica, and that count scraped
-        _wait(lambda: "loopwatch_open_turns 0.0" in get(bound.metrics, "/metrics")[1], 10)
-        counted = _exposed(get(bound.metrics, "/metrics")[1], "loopwatch_turns_total")
-        _wait(lambda: _query(web, "sum(loopwatch_turns_total)", time.time()) != [], 30)
-        _wait(lambda: _scalar(web, "sum(loopwatch_turns_total)", time.time()) >= counted, 30)
+        wait_for(lambda: "loopwatch_open_turns 0.0" in second.scrape(), 10)
+        counted = _exposed(second.scrape(), "loopwatch_turns_total")
+        wait_for(lambda: _query(web, "sum(loopwatch_turns_total)", time.time()) != [], 30)
+        wait_for(lambda: _scalar(web, "sum(loopwatch_turns_total)", time.time()) >= counted, 30)
         now = time.time()
         window = f"{int(now - started) + 2}s"
         series = "loopwatch_turns_total"
@@ -188,9 +170,5 @@ def test_sigkill_and_restart_keeps_rate_correct(
             f"turns sent; rate across the restart {rate:.2f}/s of {TURNS_PER_SECOND}/s"
         )
     finally:
-        if driver is not None and not driver._stop.is_set():
+        if not driver._stop.is_set():
             driver.stop()
-        for process in (first, second):
-            if process is not None and process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                process.wait(timeout=20)

@@ -3,12 +3,10 @@ bind and configuration errors exit non-zero with one clear line."""
 
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import fourteen_tickets
 from loopwatch.service.run import STOP_SECONDS
-from tests.test_service_support import drain, get, serve_process, wait_listening
+from tests.serve_process import ServeProcess, wait_for
 
 TOML = """
 [serve]
@@ -32,13 +30,6 @@ identity = ["customer_id", "order_id"]
 EPHEMERAL = ("--grpc-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0")
 
 
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    path = tmp_path / "loopwatch.toml"
-    path.write_text(TOML)
-    return path
-
-
 def _metric(text: str, name: str) -> float | None:
     for line in text.splitlines():
         if line.startswith(name + " ") or line.startswith(name + "{"):
@@ -46,38 +37,25 @@ def _metric(text: str, name: str) -> float | None:
     return None
 
 
-def test_sigterm_finalizes_open_turns_and_exits(config: Path) -> None:
-    process = serve_process("--config", str(config), *EPHEMERAL, "--metrics-address", "127.0.0.1:0")
-    try:
-        bound = wait_listening(process)
-        provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
-        provider.add_span_processor(
-            SimpleSpanProcessor(OTLPSpanExporter(endpoint=bound.grpc, insecure=True))
-        )
-        emit_turn(provider.get_tracer("t"), fourteen_tickets(), 1_000_000_000_000)
-        provider.shutdown()
-        deadline = time.monotonic() + 10
-        while True:  # the turn is open: its grace is ten minutes
-            text = get(bound.metrics, "/metrics")[1]
-            if _metric(text, "loopwatch_open_turns") == 1:
-                break
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        assert _metric(text, "loopwatch_turns_total") is None
-        assert get(bound.metrics, "/readyz")[0] == 200
-        started = time.monotonic()
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=STOP_SECONDS + 5) == 0
-        assert time.monotonic() - started < STOP_SECONDS
-        log = drain(process)
-        assert "stopped: finalized 1 open traces (0 without their root)" in log
-        host, port = bound.grpc.rsplit(":", 1)
-        with pytest.raises(OSError), socket.create_connection((host, int(port)), timeout=2):
-            pass
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+def test_sigterm_finalizes_open_turns_and_exits(serve: Callable[..., ServeProcess]) -> None:
+    process = serve(TOML)
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
+    provider.add_span_processor(
+        SimpleSpanProcessor(OTLPSpanExporter(endpoint=process.grpc, insecure=True))
+    )
+    emit_turn(provider.get_tracer("t"), fourteen_tickets(), 1_000_000_000_000)
+    provider.shutdown()
+    # the turn is open: its grace is ten minutes
+    wait_for(lambda: _metric(process.scrape(), "loopwatch_open_turns") == 1, 10)
+    assert _metric(process.scrape(), "loopwatch_turns_total") is None
+    assert process.get("/readyz")[0] == 200
+    code, seconds = process.sigterm(timeout=STOP_SECONDS + 5)
+    assert code == 0
+    assert seconds < STOP_SECONDS
+    assert "stopped: finalized 1 open traces (0 without their root)" in process.log()
+    host, port = process.grpc.rsplit(":", 1)
+    with pytest.raises(OSError), socket.create_connection((host, int(port)), timeout=2):
+        pass
 
 
 @pytest.fixture

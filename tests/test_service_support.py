@@ -1,15 +1,13 @@
-"""Helpers for the service tests: a service on ephemeral ports, metric snapshots, scrapes."""
+"""Helpers for the service tests: the service in process on ephemeral ports, OTLP requests,
+metric snapshots. (``loopwatch serve`` as a child process: tests/serve_process.py.)"""
 
 from __future__ import annotations
 
 import gzip
 import re
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,6 +16,7 @@ from prometheus_client import CollectorRegistry
 from loopwatch.catalog import FAMILIES
 from loopwatch.core.config import Config
 from loopwatch.service.app import Addresses, Service
+from tests.serve_process import wait_for
 
 LOOPBACK = Addresses("127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0")
 # values that differ between two correct runs: wall-clock timestamps
@@ -34,14 +33,6 @@ def running(config: Config | None = None) -> Iterator[Service]:
         yield service
     finally:
         service.stop(timeout=5)
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
 
 
 def settle(service: Service, timeout: float = 10.0) -> None:
@@ -102,49 +93,6 @@ def get(address: str, path: str, accept: str = "") -> tuple[int, str, str]:
             return response.status, response.read().decode(), response.headers["Content-Type"]
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode(), e.headers["Content-Type"]
-
-
-LISTENING = re.compile(r"listening: otlp-grpc=(\S+) otlp-http=(\S+) metrics=(\S+)")
-
-
-def serve_process(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    """``loopwatch serve`` as a child process (stderr piped)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "loopwatch.cli", "serve", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-
-
-def wait_listening(process: subprocess.Popen[str], timeout: float = 20.0) -> Addresses:
-    """Read the child's log until it says where it listens."""
-    assert process.stderr is not None
-    deadline = time.monotonic() + timeout
-    seen = []
-    while time.monotonic() < deadline:
-        line = process.stderr.readline()
-        if not line:
-            break
-        seen.append(line)
-        m = LISTENING.search(line)
-        if m:
-            return Addresses(*m.groups())
-    raise AssertionError(f"service did not start: {''.join(seen)}")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def drain(process: subprocess.Popen[str]) -> Any:
-    assert process.stderr is not None
-    return process.stderr.read()
 
 
 def request_for(*turns: Any, service: str = "support-agent", start_s: int = 1000) -> Any:

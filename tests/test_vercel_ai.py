@@ -20,10 +20,10 @@ from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.core.records import Link, LlmMark, ToolCall, TurnMark
 from loopwatch.core.spans import SpanView
-from loopwatch.service.app import Addresses
 from loopwatch.service.otlp import parse_json, span_views
+from tests.serve_process import ServeProcess
 from tests.test_read_keys import Recording
-from tests.test_service_support import drain, get, post, serve_process, wait_listening
+from tests.test_service_support import get, post
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vercel_ai"
 RECORDINGS = ("ai6.jsonl", "ai7-legacy.jsonl")
@@ -78,7 +78,7 @@ class Turn:
         )
 
 
-def _scrape(bound: Addresses) -> dict[Sample, float]:
+def _scrape(bound: ServeProcess) -> dict[Sample, float]:
     status, text, _ = get(bound.metrics, "/metrics")
     assert status == 200
     return _samples(text)
@@ -88,7 +88,7 @@ def _turns_total(samples: dict[Sample, float]) -> float:
     return sum(v for (n, _), v in samples.items() if n == "loopwatch_turns_total")
 
 
-def _until_turns(bound: Addresses, want: int, timeout: float = 20.0) -> dict[Sample, float]:
+def _until_turns(bound: ServeProcess, want: int, timeout: float = 20.0) -> dict[Sample, float]:
     deadline = time.monotonic() + timeout
     while True:
         samples = _scrape(bound)
@@ -112,18 +112,7 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def served(recording: str, config: Path) -> list[Turn]:
     """Each turn of the recording posted to one ``loopwatch serve`` in turn; what each added."""
     if recording not in _SERVED:
-        process = serve_process(
-            "--config",
-            str(config),
-            "--grpc-address",
-            "127.0.0.1:0",
-            "--http-address",
-            "127.0.0.1:0",
-            "--metrics-address",
-            "127.0.0.1:0",
-        )
-        try:
-            bound = wait_listening(process)
+        with ServeProcess(args=("--config", str(config))) as bound:
             turns = []
             before = _scrape(bound)
             for done, body in enumerate(requests(recording), 1):
@@ -133,10 +122,6 @@ def served(recording: str, config: Path) -> list[Turn]:
                 turns.append(Turn(before, after))
                 before = after
             _SERVED[recording] = turns
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
-            drain(process)
     return _SERVED[recording]
 
 

@@ -1,0 +1,40 @@
+"""Fixtures every test file can ask for by name.
+
+- ``free_port``: a function giving a loopback port nothing listens on (call it once a port).
+- ``serve``: a function starting ``loopwatch serve`` as a child process
+  (tests/serve_process.py's ``ServeProcess``, same arguments), ready when it returns; each one
+  started is killed at the end of the test if it still runs.
+
+Other shared helpers are plain modules: tests/helpers.py (a real SDK pipeline on its own
+registry, hand-timed spans), tests/service_support.py (the service in process, OTLP requests,
+metric snapshots), tests/serve_process.py (the service as a process, also used by benchmarks/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests import serve_process
+from tests.serve_process import ServeProcess
+
+
+@pytest.fixture
+def free_port() -> Callable[[], int]:
+    return serve_process.free_port
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., ServeProcess]]:
+    started: list[ServeProcess] = []
+
+    def start(*args: Any, **kwargs: Any) -> ServeProcess:
+        process = ServeProcess(*args, **kwargs)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.close()
