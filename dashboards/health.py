@@ -9,6 +9,7 @@ from loopwatch.catalog import (
     HTTP_CONNECTIONS_REFUSED,
     LABEL_OVERFLOW,
     LATE_SPANS,
+    MESSAGES_MALFORMED,
     OPEN_TURNS,
     SPANS,
     SPANS_DROPPED,
@@ -76,8 +77,9 @@ PANELS = [
     (
         "Calls without arguments",
         "Tool calls whose arguments were not captured (content capture off, or a "
-        "convention loopwatch cannot read), by tool: their attempt key falls back to tool + "
-        "error class, so distinct calls may look like repeats.",
+        "convention loopwatch cannot read), by tool: a failed one is keyed by tool + error "
+        "class only, so distinct failures of one kind may look like repeats; a successful one "
+        "is never a repeat.",
         f"sum by (service, tool) (rate({CALLS_WITHOUT_ARGUMENTS.name}"
         f'{{service=~"$service", tool=~"$tool"}}[{RATE}]))',
         "{{service}} {{tool}}",
@@ -102,6 +104,18 @@ PANELS = [
         "No series for loopwatch in process: it has neither endpoint.",
         f"sum by (instance, endpoint) (rate({HTTP_CONNECTIONS_REFUSED.name}[{RATE}]))",
         "{{instance}} {{endpoint}}",
+        24,
+    ),
+    (
+        "Messages not readable as they are",
+        "Where loopwatch reads tool calls from model calls' messages (a hand-rolled loop: no "
+        "span executes the tools), what it could not read as it is, by reason. "
+        "unreadable_history: a history that is not a message list (truncated, not JSON, over "
+        "8 MiB), whose calls go unseen; result_without_call: a tool result answering no call "
+        "in its history; call_without_id: a call with a missing or repeated id, keyed by its "
+        "position; calls_over_limit: calls past max_spans_per_turn, not read. Should be zero.",
+        f"sum by (reason) (rate({MESSAGES_MALFORMED.name}[{RATE}]))",
+        "{{reason}}",
         24,
     ),
 ]

@@ -37,6 +37,9 @@ class CountingSink:
     def late(self) -> None:
         self.late_spans += 1
 
+    def malformed(self, reason: str, count: int = 1) -> None:
+        pass
+
     def open_turns(self, count: int) -> None:
         pass
 

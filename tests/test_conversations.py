@@ -16,8 +16,11 @@ from typing import Any
 
 import pytest
 
+from loopwatch.conventions.read import read_span
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import declaration_from_mapping
+from loopwatch.core.records import UnreadableHistory
+from loopwatch.core.spans import SpanView
 from tests.helpers import Pipeline, S, span
 
 TIMEOUT_TEXT = "Error: TimeoutError: ticket service timed out after 30s"
@@ -271,16 +274,18 @@ def _read(history: Any, answer: Any = None) -> Any:
 
 def test_bad_histories_are_harmless() -> None:
     user = _genai("user", "hi")
-    # truncated or not a message list: read as a model call whose messages were not recorded
-    assert _read('[{"role": "user", "parts": [') is None
-    assert _read('"just text"') is None
+    # truncated or not a message list: unreadable (the assembler counts it and goes on)
+    for bad in ('[{"role": "user", "parts": [', '"just text"'):
+        with pytest.raises(UnreadableHistory):
+            _read(bad)
     # no user message (an attribute limit dropped the history's start): nothing to count yet
     nothing = _read(json.dumps([{"role": "tool", "parts": []}]))
     assert not nothing.final and nothing.size == 0 and nothing.ids == frozenset()
-    # a result whose call is not in the history: no call
+    # a result whose call is not in the history: no call, one result without a call
     orphan = _genai("tool", results=[("nobody", [])])
     turn = _read(json.dumps([user, orphan]), json.dumps([_genai("assistant", "ok")]))
     assert turn.final and turn.calls() == ()
+    assert turn.malformed == (("result_without_call", 1),)
     # calls without ids, and an id used twice: each call counted, results joined in order
     calls = [("", "search_orders", {"query": "a"}), ("", "search_orders", {"query": "b"})]
     twice = [("dup", "search_orders", {"query": "c"}), ("dup", "search_orders", {"query": "d"})]
@@ -291,10 +296,68 @@ def test_bad_histories_are_harmless() -> None:
         _genai("assistant", calls=twice),
         _genai("tool", results=[("dup", [])]),
     ]
-    built = _read(json.dumps(history)).calls()
+    read = _read(json.dumps(history))
+    built = read.calls()
     assert [c.tool for c in built] == ["search_orders"] * 4
     assert [c.result for c in built] == ["empty", "empty", "empty", "unknown"]
     assert len({c.span_id for c in built}) == 4
+    # (the calls in the history were counted by the model calls that requested them)
+    assert read.malformed == ()
+    requested = _read(json.dumps([user]), json.dumps([_genai("assistant", calls=calls + twice)]))
+    assert requested.malformed == (("call_without_id", 3),)  # "", "" and the second "dup"
+
+
+def test_calls_past_the_limit_are_counted_not_read() -> None:
+    config = replace(_config(), max_spans_per_turn=2)
+    answer = _genai(
+        "assistant", calls=[(f"c{i}", "search_orders", {"query": "q"}) for i in range(5)]
+    )
+    attrs = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": json.dumps([_genai("user", "hi")]),
+        "gen_ai.output.messages": json.dumps([answer]),
+    }
+    mark = read_span(SpanView(1, 2, None, "chat", 0, 1, attrs), config)
+    assert mark.messages is not None
+    read = mark.messages.read()
+    assert read.size == 2 and read.malformed == (("calls_over_limit", 3),)
+
+
+def test_malformed_messages_are_counted_in_the_self_health_metrics() -> None:
+    """Through the real processor: a truncated history, a result answering no call and two calls
+    without ids, each counted once though later model calls carry them again."""
+    p = Pipeline(_config())
+    user = _genai("user", "find my order")
+    ask = _genai("assistant", calls=[("", "search_orders", {"query": "a"})] * 2)
+    orphan = _genai("tool", results=[("nobody", [])])
+    answers = _genai("tool", results=[(None, []), (None, [])])
+    calls = [
+        ([user, orphan], ask),
+        ([user, orphan, ask, answers], _genai("assistant", "None found.")),
+    ]
+    for n, (history, answer) in enumerate(calls):
+        with span(
+            p.tracer, "chat gpt-scripted", n * S, n * S + 1, genai_attributes(history, answer)
+        ):
+            pass
+    with span(
+        p.tracer,
+        "chat gpt-scripted",
+        5 * S,
+        6 * S,
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": '[{"role": "user", "parts": [',
+        },
+    ):
+        pass
+    p.processor.shutdown()
+    assert p.value("loopwatch_messages_malformed_total", reason="unreadable_history") == 1
+    assert p.value("loopwatch_messages_malformed_total", reason="result_without_call") == 1
+    assert p.value("loopwatch_messages_malformed_total", reason="call_without_id") == 2
+    assert p.value("loopwatch_messages_malformed_total", reason="calls_over_limit") == 0
+    assert p.value("loopwatch_tool_calls_total", tool="search_orders") == 2
+    assert p.value("loopwatch_spans_dropped_total") == 0
 
 
 def test_anthropic_results_in_user_messages_do_not_start_a_turn() -> None:

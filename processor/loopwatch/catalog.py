@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from loopwatch.core.assembler import DROP_REASONS, EVICT_REASONS
 from loopwatch.core.config import Config
 from loopwatch.core.outcomes import ERROR_CLASSES, OK
-from loopwatch.core.records import GUARD_DECISIONS, SPAN_KINDS
+from loopwatch.core.records import GUARD_DECISIONS, MALFORMED_REASONS, SPAN_KINDS
 from loopwatch.core.summary import NO_ROWS, REPEAT
 
 PREFIX = "loopwatch_"
@@ -218,8 +218,23 @@ LABEL_OVERFLOW = Metric(
 CALLS_WITHOUT_ARGUMENTS = Metric(
     "loopwatch_calls_without_arguments_total",
     "counter",
-    "Tool calls whose arguments were not captured (keyed by tool and error class only).",
+    "Tool calls whose arguments were not captured (a failed one keyed by tool and error class "
+    "only; a successful one never counts as a repeat).",
     ("service", "tool"),
+)
+MESSAGES_MALFORMED = Metric(
+    "loopwatch_messages_malformed_total",
+    "counter",
+    "What model calls' messages held that loopwatch could not read as it is, where it reads "
+    "tool calls from messages (no span executes the tools).",
+    ("reason",),
+    values={"reason": MALFORMED_REASONS},
+    at_zero=True,
+    note="unreadable_history: a history that is not a message list (truncated, not JSON, over "
+    "8 MiB): that model call's calls are not seen. result_without_call: a tool result that "
+    "answers no call in its history. call_without_id: a requested call with no id or a "
+    "repeated one, keyed by its position. calls_over_limit: calls past max_spans_per_turn, "
+    "not read.",
 )
 CALLS_KEYED_BY_INFERENCE = Metric(
     "loopwatch_calls_keyed_by_inference_total",
@@ -250,6 +265,7 @@ _COUNTED = (
     LABEL_OVERFLOW,
     CALLS_WITHOUT_ARGUMENTS,
     CALLS_KEYED_BY_INFERENCE,
+    MESSAGES_MALFORMED,
 )
 SERIES_OVERFLOW = Metric(
     "loopwatch_series_overflow_total",

@@ -205,6 +205,10 @@ class LoopwatchMetrics:
         with self._lock:
             self.late_spans.inc(())
 
+    def malformed(self, reason: str, count: int = 1) -> None:
+        with self._lock:
+            self._families[catalog.MESSAGES_MALFORMED.name].inc((reason,), count)
+
     def open_turns(self, count: int) -> None:
         with self._lock:
             self.open_turns_gauge.set((), float(count))

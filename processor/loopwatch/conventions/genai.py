@@ -21,6 +21,7 @@ from loopwatch.conventions.emitter import TOOL, TURN, UNMARKED, Emitter, Held
 from loopwatch.conventions.family import ANY, Family
 from loopwatch.conventions.messages import Message, parse_messages
 from loopwatch.conventions.payloads import parse_text
+from loopwatch.core.records import UnreadableHistory
 from loopwatch.core.spans import SpanView
 
 OPERATION = "gen_ai.operation.name"
@@ -127,13 +128,13 @@ def _size(value: Any) -> int:
 def read_messages(attrs: Mapping[str, Any]) -> tuple[list[Message], list[Message] | None] | None:
     """The history and answer of a model call (``gen_ai.input.messages`` /
     ``gen_ai.output.messages``, with content capture on); None when the history was not
-    recorded or is not a message list."""
+    recorded. Raises UnreadableHistory when it is not a message list."""
     raw = attrs.get(INPUT_MESSAGES)
     if raw is None:
         return None
     inputs = parse_messages(raw)
     if inputs is None:
-        return None
+        raise UnreadableHistory(INPUT_MESSAGES)
     raw_output = attrs.get(OUTPUT_MESSAGES)
     return inputs, parse_messages(raw_output) if raw_output is not None else None
 

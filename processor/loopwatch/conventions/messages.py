@@ -22,7 +22,13 @@ from loopwatch.conventions.calls import keyed_call, read_result
 from loopwatch.conventions.error_texts import error_type_in_text
 from loopwatch.conventions.payloads import decode_arguments
 from loopwatch.core.config import Config
-from loopwatch.core.records import Conversation, ToolCall
+from loopwatch.core.records import (
+    CALL_WITHOUT_ID,
+    CALLS_OVER_LIMIT,
+    RESULT_WITHOUT_CALL,
+    Conversation,
+    ToolCall,
+)
 
 _ROLES_OF_RESULTS = frozenset({"tool", "function", "ipython"})
 
@@ -68,13 +74,17 @@ def conversation(
             first = index
             break
     limit = config.max_spans_per_turn
-    asked, answers, position = _history(inputs[first + 1 :], limit)
+    asked, answers, position, unmatched = _history(inputs[first + 1 :], limit)
     requested: dict[str, tuple[str, Any]] = {}
+    without_id = over_limit = 0
     for message in outputs or ():
         for call_id, tool, arguments in message.calls:
             if len(asked) + len(requested) < limit:
                 key = _call_id(call_id, asked, requested, position)
+                without_id += key != call_id
                 requested[key] = (tool, arguments)
+            else:
+                over_limit += 1
             position += 1
 
     asked_ids = {c: call_span_id(c) for c in asked}
@@ -98,20 +108,34 @@ def conversation(
         requested_ids,
         frozenset(asked_ids[c] for c in answers if c in asked_ids),
         agent,
+        tuple(
+            (reason, n)
+            for reason, n in (
+                (RESULT_WITHOUT_CALL, unmatched),
+                (CALL_WITHOUT_ID, without_id),
+                (CALLS_OVER_LIMIT, over_limit),
+            )
+            if n
+        ),
     )
 
 
 def _history(
     messages: list[Message], limit: int
-) -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[Any, bool | None]], int]:
+) -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[Any, bool | None]], int, int]:
     """The turn's calls so far ``{call id: (tool, arguments)}`` in history order, their answers
-    ``{call id: (content, is_error)}``, and the number of calls read (kept or not)."""
+    ``{call id: (content, is_error)}``, the number of calls read (kept or not), and how many
+    results sent since the last call request answer no call (counted once: the next model call
+    carries them again, behind a later request)."""
     asked: dict[str, tuple[str, Any]] = {}
     answers: dict[str, tuple[Any, bool | None]] = {}
     order: list[str] = []  # the calls in history order: what results without an id answer
     oldest = 0  # the oldest call that may still be unanswered (each call passed once)
     position = 0
+    unmatched = 0
     for message in messages:
+        if message.calls:
+            unmatched = 0  # results before a request were counted by an earlier model call
         for call_id, tool, arguments in message.calls:
             if len(asked) < limit:
                 key = _call_id(call_id, asked, (), position)
@@ -124,9 +148,11 @@ def _history(
                 while oldest < len(order) and order[oldest] in answers:
                     oldest += 1
                 answer_id = order[oldest] if oldest < len(order) else None
-            if answer_id is not None and answer_id not in answers:
+            if answer_id is None or answer_id not in asked:
+                unmatched += 1
+            elif answer_id not in answers:
                 answers[answer_id] = (result[1], result[2])
-    return asked, answers, position
+    return asked, answers, position, unmatched
 
 
 def _call_id(

@@ -11,7 +11,16 @@ from dataclasses import dataclass, field
 from loopwatch.core.config import Config
 from loopwatch.core.conversations import Conversations, Ready
 from loopwatch.core.loop_log import log_loops
-from loopwatch.core.records import Conversation, Link, LlmMark, Record, ToolCall, TurnMark
+from loopwatch.core.records import (
+    UNREADABLE_HISTORY,
+    Conversation,
+    Link,
+    LlmMark,
+    Record,
+    ToolCall,
+    TurnMark,
+    UnreadableHistory,
+)
 from loopwatch.core.sink import Sink
 from loopwatch.core.summary import TurnSummary, summarize
 from loopwatch.core.turns import TurnGroup, split_turns
@@ -363,12 +372,17 @@ class TurnAssembler:
             if mark.messages is not None:
                 try:
                     conversation = mark.messages.read()
+                except UnreadableHistory:
+                    self.sink.malformed(UNREADABLE_HISTORY)
+                    continue
                 except Exception:  # a bad history loses its model call, nothing else
                     log.debug("loopwatch: messages not read", exc_info=True)
                     self.sink.dropped(DROP_ERROR)
                     continue
                 if conversation is not None:
                     read.append((mark, conversation))
+                    for reason, count in conversation.malformed:
+                        self.sink.malformed(reason, count)
         if not read:
             return False
         read.sort(key=lambda item: item[0].start_ns)

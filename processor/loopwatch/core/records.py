@@ -55,6 +55,19 @@ class TurnMark:
     model: str | None
 
 
+# What a model call's messages can hold that loopwatch cannot read as it is (counted in
+# loopwatch_messages_malformed_total{reason}).
+UNREADABLE_HISTORY = "unreadable_history"  # not a message list: truncated, not JSON, too large
+RESULT_WITHOUT_CALL = "result_without_call"  # a tool result that answers no call in the history
+CALL_WITHOUT_ID = "call_without_id"  # a call with no id, or one already taken: keyed by position
+CALLS_OVER_LIMIT = "calls_over_limit"  # past max_spans_per_turn: not read
+MALFORMED_REASONS = (UNREADABLE_HISTORY, RESULT_WITHOUT_CALL, CALL_WITHOUT_ID, CALLS_OVER_LIMIT)
+
+
+class UnreadableHistory(ValueError):
+    """A model call's history that is not a message list."""
+
+
 @dataclass(slots=True)
 class Conversation:
     """The turn a model call's messages show, where no span executes the tools (a hand-rolled
@@ -74,6 +87,9 @@ class Conversation:
     requested: frozenset[int] = frozenset()
     answered: frozenset[int] = frozenset()  # ids of the calls whose results it was sent
     agent: str | None = None
+    # what this model call added that could not be read as it is: (reason, count), reasons
+    # from MALFORMED_REASONS (its own output's calls, and the results sent since the last call)
+    malformed: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(slots=True)

@@ -52,5 +52,8 @@ class Tally:
     def late(self) -> None:
         self.forward.late()
 
+    def malformed(self, reason: str, count: int = 1) -> None:
+        self.forward.malformed(reason, count)
+
     def open_turns(self, count: int) -> None:
         self.forward.open_turns(count)

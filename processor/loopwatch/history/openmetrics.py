@@ -82,6 +82,9 @@ class OpenMetricsWriter:
     def late(self) -> None:
         self.metrics.late()
 
+    def malformed(self, reason: str, count: int = 1) -> None:
+        self.metrics.malformed(reason, count)
+
     def open_turns(self, count: int) -> None:
         self.metrics.open_turns(count)
 

@@ -250,6 +250,10 @@ class ReportSink:
         if self.forward is not None:
             self.forward.late()
 
+    def malformed(self, reason: str, count: int = 1) -> None:
+        if self.forward is not None:
+            self.forward.malformed(reason, count)
+
     def open_turns(self, count: int) -> None:
         if self.forward is not None:
             self.forward.open_turns(count)
