@@ -20,13 +20,9 @@ import json
 import os
 import re
 import resource
-import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,12 +32,16 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.serve_process import ServeProcess
+
 RSS_BUDGET_MB = 300.0  # docs/service.md: what the service may use under any of these
 STOP_SECONDS = 10.0
 HEADER_TIMEOUT = 10.0  # the defaults of [serve] header_timeout_seconds / body_timeout_seconds
 BODY_TIMEOUT = 30.0
 GOOD = "good"  # service.name of the good turns
-LISTENING = re.compile(r"listening: otlp-grpc=(\S+) otlp-http=(\S+) metrics=(\S+)")
 PROTOBUF = "application/x-protobuf"
 
 
@@ -163,54 +163,12 @@ async def export(address: str, body: bytes, tries: int = 3) -> bool:
 
 
 # -- the service under attack ---------------------------------------------------------------------
-def _die_with_parent() -> None:
-    # a frozen service ignores SIGTERM: if this script is killed, the kernel kills it too
-    import ctypes
-
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-class Service:
-    """``loopwatch serve`` as a child process on ephemeral loopback ports."""
+class Service(ServeProcess):
+    """``loopwatch serve`` with default limits (grace 0.2 s) on ephemeral loopback ports, its RSS
+    peak sampled while it runs."""
 
     def __init__(self, toml: str = "[serve]\ngrace_seconds = 0.2\n") -> None:
-        self.dir = tempfile.TemporaryDirectory()
-        config = Path(self.dir.name) / "loopwatch.toml"
-        config.write_text(toml)
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "loopwatch.cli",
-                "serve",
-                "--config",
-                str(config),
-                "--grpc-address",
-                "127.0.0.1:0",
-                "--http-address",
-                "127.0.0.1:0",
-                "--metrics-address",
-                "127.0.0.1:0",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            preexec_fn=_die_with_parent,
-        )
-        assert self.process.stderr is not None
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            line = self.process.stderr.readline()
-            match = LISTENING.search(line)
-            if match:
-                self.grpc, self.http, self.metrics = match.groups()
-                break
-            if not line:
-                raise RuntimeError("loopwatch serve did not start")
-        else:
-            raise RuntimeError("loopwatch serve did not start in 30 s")
-        # keep reading its log so a full pipe never blocks it
-        threading.Thread(target=self.process.stderr.read, daemon=True).start()
+        super().__init__(toml)
         self.peak_rss_mb = 0.0
         self._sampling = True
         threading.Thread(target=self._sample, daemon=True).start()
@@ -229,10 +187,6 @@ class Service:
         while self._sampling and self.process.poll() is None:
             self.peak_rss_mb = max(self.peak_rss_mb, self.rss_mb())
             time.sleep(0.05)
-
-    def scrape(self, timeout: float = 120.0) -> str:
-        with urllib.request.urlopen(f"http://{self.metrics}/metrics", timeout=timeout) as r:
-            return str(r.read().decode())
 
     def turns(self, service: str, timeout: float = 5.0) -> float:
         """loopwatch_turns_total summed over the series of ``service`` (a pattern); -1 when
@@ -257,24 +211,10 @@ class Service:
         time.sleep(0.5)
         return self.turns(service, 120.0)
 
-    def sigterm(self) -> tuple[bool, float]:
-        """SIGTERM; (exited 0 within STOP_SECONDS, seconds taken). Killed otherwise."""
+    def sigterm(self, timeout: float = STOP_SECONDS) -> tuple[int | None, float]:
+        """SIGTERM; (exit code, None when killed after ``timeout``; seconds taken)."""
         self._sampling = False
-        started = time.monotonic()
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            code = self.process.wait(timeout=STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            return False, time.monotonic() - started
-        return code == 0, time.monotonic() - started
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        self.dir.cleanup()
+        return super().sigterm(timeout)
 
 
 # -- the attacks ----------------------------------------------------------------------------------
@@ -601,13 +541,13 @@ async def _run_one(name: str, attack: Attack) -> Outcome:
         sent += int(await export(service.http, good_body(2)))  # after
         counted = service.wait_turns(GOOD, 3)
         peak = service.peak_rss_mb
-        stopped, seconds = service.sigterm()
+        code, seconds = service.sigterm()
         return Outcome(
             name,
             held,
             round(peak, 1),
             sent == 3 and counted == 3,
-            stopped,
+            code == 0,
             round(seconds, 2),
             figures | {"good_sent": sent, "good_counted": counted},
         )

@@ -55,7 +55,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -93,6 +92,7 @@ from loopwatch.metrics import LoopwatchMetrics
 from loopwatch.service.grpc_server import SERVICE
 from loopwatch.service.otlp import span_views
 from loopwatch.service.pipeline import Pipeline
+from tests.serve_process import ServeProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 512  # BatchSpanProcessor's default export batch
@@ -566,67 +566,13 @@ def result(process: subprocess.Popen[str]) -> dict[str, Any]:
 
 
 # -- the service (a process) ---------------------------------------------------------------------
-def free_address() -> str:
-    import socket
+class Served(ServeProcess):
+    """``loopwatch serve`` as measured: at WARNING (an INFO line a loop would be part of the
+    cost), its log echoed here, from the checkout in ``code`` when given (PYTHONPATH)."""
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
-
-
-class Served:
     def __init__(self, toml: str, code: str | None = None) -> None:
-        self.dir = tempfile.TemporaryDirectory()
-        path = Path(self.dir.name) / "loopwatch.toml"
-        path.write_text(toml)
-        self.grpc, self.http, self.metrics = free_address(), free_address(), free_address()
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "loopwatch.cli",
-                "serve",
-                "--config",
-                str(path),
-                "--grpc-address",
-                self.grpc,
-                "--http-address",
-                self.http,
-                "--metrics-address",
-                self.metrics,
-                "--log-level",
-                "WARNING",
-            ],
-            env=dict(os.environ, PYTHONPATH=code) if code else None,
-        )
-        deadline = time.monotonic() + 30
-        while not self._ready():
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                raise SystemExit("loopwatch serve did not start")
-            time.sleep(0.1)
-
-    def _ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://{self.metrics}/readyz", timeout=2) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
-
-    def samples(self) -> dict[str, float]:
-        with urllib.request.urlopen(f"http://{self.metrics}/metrics", timeout=10) as r:
-            text = r.read().decode()
-        out: dict[str, float] = {}
-        for line in text.splitlines():
-            if line.startswith("#") or not line.strip():
-                continue
-            name = line.split("{", 1)[0].split(" ", 1)[0]
-            out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
-        return out
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=30)
-        self.dir.cleanup()
+        env = dict(os.environ, PYTHONPATH=code) if code else None
+        super().__init__(toml, log_level="WARNING", env=env, echo=True)
 
 
 # -- throughput ----------------------------------------------------------------------------------
