@@ -244,7 +244,7 @@ def test_the_service_counts_what_the_processor_counts(fmt: str, shape: str) -> N
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-    from tests.test_service_support import running, settle, snapshot
+    from tests.service_support import running, settle, snapshot
 
     config = replace(_config(), grace_seconds=0.0)
     with running(config) as service:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from loopwatch.cli import main
+from tests.service_support import snapshot, value
 from tests.test_replay_support import (
     batches,
     incident_turns,
@@ -20,7 +21,6 @@ from tests.test_replay_support import (
     write_collector_json,
     write_collector_proto,
 )
-from tests.test_service_support import snapshot, value
 
 TURNS = 3 * 12  # incident_turns in three conventions
 

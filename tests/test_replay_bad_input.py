@@ -15,6 +15,7 @@ import pytest
 from google.protobuf import json_format
 
 from loopwatch.cli import main
+from tests.service_support import snapshot
 from tests.test_replay_support import (
     batches,
     collector_json_line,
@@ -24,7 +25,6 @@ from tests.test_replay_support import (
     write_collector_json,
     write_collector_proto,
 )
-from tests.test_service_support import snapshot
 
 
 @pytest.fixture(scope="module")

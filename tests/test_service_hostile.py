@@ -38,8 +38,8 @@ from loopwatch.service import http_server, metrics_server
 from loopwatch.service.app import Service as LiveService
 from loopwatch.service.http_base import Endpoint
 from loopwatch.service.run import STOP_SECONDS
+from tests.service_support import get, running, settle, value, wait_for
 from tests.test_service_bad_input import EXPORT
-from tests.test_service_support import get, running, settle, value, wait_for
 
 _TRACES = itertools.count(300_000)
 

@@ -22,7 +22,7 @@ from loopwatch.service.otlp import (
     parse_protobuf,
     span_views,
 )
-from tests.test_service_support import post, request_for, running, settle, value
+from tests.service_support import post, request_for, running, settle, value
 
 TRACE = bytes(range(1, 17))
 SPAN = bytes(range(1, 9))

@@ -20,7 +20,7 @@ from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
 from loopwatch.metrics import LoopwatchMetrics
 from loopwatch.service.otlp import REMOTE_PARENT, span_views
 from loopwatch.service.pipeline import Pipeline
-from tests.test_service_support import get, post, request_for, running, settle, value, wait_for
+from tests.service_support import get, post, request_for, running, settle, value, wait_for
 
 DECLARED = {"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))}
 

@@ -22,8 +22,8 @@ from loopwatch.core.records import Link, LlmMark, ToolCall, TurnMark
 from loopwatch.core.spans import SpanView
 from loopwatch.service.otlp import parse_json, span_views
 from tests.serve_process import ServeProcess
+from tests.service_support import get, post
 from tests.test_read_keys import Recording
-from tests.test_service_support import get, post
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vercel_ai"
 RECORDINGS = ("ai6.jsonl", "ai7-legacy.jsonl")
