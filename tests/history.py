@@ -28,7 +28,6 @@ import json
 import os
 import random
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -47,6 +46,7 @@ from loopwatch.core.keys import AttemptKey
 from loopwatch.core.records import LlmMark, ToolCall, TurnMark
 from loopwatch.core.summary import TurnSummary, summarize
 from loopwatch.metrics import LoopwatchMetrics
+from tests.serve_process import free_port
 
 MINUTE = 60
 DAY = 1440  # minutes
@@ -324,13 +324,6 @@ def write_histories(scenarios: list[Scenario], seed: int, out: Path, work: Path)
 
 
 # -- a real Prometheus -----------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _run(*args: str) -> None:
     done = subprocess.run(args, capture_output=True, text=True)
     if done.returncode != 0:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -25,15 +24,10 @@ from loopwatch.demo.scenarios import (
     fourteen_tickets,
 )
 from tests.helpers import Pipeline, S
+from tests.serve_process import free_port
 
 BIN = Path(sys.executable).parent
 TOML = '[tools.create_ticket]\nidentity = ["customer_id", "order_id"]\n'
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_opentelemetry_instrument_attaches_without_code_change(tmp_path: Path) -> None:

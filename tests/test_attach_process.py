@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_attach import BIN, free_port
+from tests.serve_process import free_port
+from tests.test_attach import BIN
 
 pytestmark = pytest.mark.frameworks
 

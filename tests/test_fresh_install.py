@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import exposition_sum
-from tests.test_attach import free_port
+from tests.serve_process import free_port
 
 pytestmark = pytest.mark.frameworks
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 import yaml
 
 from tests.helpers import require_tool
+from tests.serve_process import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
@@ -200,15 +200,8 @@ def test_every_mounted_file_exists() -> None:
                 assert Path(source).exists(), f"{name}: {source}"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def test_webhook_receiver_prints_each_alert() -> None:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "deploy" / "webhook" / "receiver.py"), str(port)],
         stdout=subprocess.PIPE,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -41,6 +40,7 @@ from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets, healthy
 from tests.helpers import require_tool
+from tests.serve_process import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -65,13 +65,6 @@ EXPECTED_ALERTS = {
     "LoopwatchSevereLoop": "critical",
     "LoopwatchNoRowsStreak": "warning",
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _get(url: str, timeout: float = 5) -> Any:
@@ -250,7 +243,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     provider.add_span_processor(processor)
     provider.add_span_processor(SimpleSpanProcessor(spans))
     tracer = provider.get_tracer("live-test")
-    metrics_port = _free_port()
+    metrics_port = free_port()
     metrics_server, _ = start_http_server(metrics_port, addr="127.0.0.1", registry=registry)
 
     webhook = Webhook()
@@ -269,7 +262,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         for hook in receiver.get("webhook_configs", []):
             hook["url"] = hook["url"].replace("http://webhook:8080", hook_url)
     (tmp / "alertmanager.yml").write_text(yaml.safe_dump(am_config))
-    am_port = _free_port()
+    am_port = free_port()
     procs = [
         _start(
             [
@@ -302,7 +295,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         ],
     }
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(prom_config))
-    prom_port = _free_port()
+    prom_port = free_port()
     procs.append(
         _start(
             [
