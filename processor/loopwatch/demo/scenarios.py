@@ -55,7 +55,6 @@ SEARCH_QUERIES = (
     "refund for returned boots order 88214",
     "missing boots refund",
 )
-TICKET_IDENTITY = ("customer_id", "order_id")
 
 
 def fourteen_tickets(model: str = "gpt-4.1", agent: str = "support") -> Turn:
