@@ -88,3 +88,51 @@ def test_the_sdk_spans_alone_never_make_a_false_loop(tmp_path: Path) -> None:
     # what these spans cannot show: the timeouts read as successful calls of create_ticket
     assert value(found, "loopwatch_tool_calls_total", tool="create_ticket", error_class="ok") == 12
     assert value(found, "loopwatch_tool_calls_total", tool="search_orders", error_class="ok") == 4
+
+
+def test_argument_less_tool_spans_are_completed_from_the_model_calls(tmp_path: Path) -> None:
+    """The MCP SDK's own spans alone (tool name only) in a turn whose model calls carry their
+    messages: each span is the next call of its tool the model asked for, with that call's
+    arguments and the result (and error) it was sent: exact numbers, no false loop."""
+    from tests.helpers import Pipeline, S, span
+    from tests.test_conversations import _config, _genai, _script, genai_attributes
+
+    p = Pipeline(_config())
+    clock = 0
+    history = [_genai("system", "You are a support agent.")]
+    for user_text, responses, results in _script():
+        history.append(_genai("user", user_text))
+        with span(p.tracer, "invoke_agent support", clock, clock + 3600 * S):
+            answered = 0
+            for calls in responses:
+                answer = _genai("assistant", calls=calls)
+                with span(p.tracer, "chat", clock, clock + S, genai_attributes(history, answer)):
+                    pass
+                history.append(answer)
+                for i, (_, tool, _) in enumerate(calls):
+                    start = clock + S + i
+                    attrs = {"mcp.method.name": "tools/call", "jsonrpc.request.id": str(i)}
+                    with span(
+                        p.tracer, f"MCP send tools/call {tool}", start, start + 30 * S, attrs
+                    ):
+                        pass
+                clock += 32 * S
+                done = results[answered : answered + len(calls)]
+                answered += len(calls)
+                pairs = [(c[0], r) for c, r in zip(calls, done, strict=True)]
+                history.append(_genai("tool", results=pairs))
+            text = _genai("assistant", "Done.")
+            with span(p.tracer, "chat", clock, clock + S, genai_attributes(history, text)):
+                pass
+            history.append(text)
+            clock += 2 * S
+    assert p.value("loopwatch_turns_total") == 3
+    assert p.value("loopwatch_turn_max_attempts_sum") == 8  # 6, 1, 1
+    assert p.value("loopwatch_loops_total", tool="create_ticket", error_class="timeout") == 1
+    assert p.value("loopwatch_loops_total", tool="create_ticket") == 1
+    assert p.value("loopwatch_loops_total", tool="search_orders", kind="no_rows") == 1
+    assert p.value("loopwatch_no_rows_streak_sum", tool="search_orders") == 4
+    assert p.value("loopwatch_tool_calls_total", tool="create_ticket", error_class="timeout") == 6
+    assert p.value("loopwatch_tool_calls_total", tool="create_ticket", error_class="ok") == 6
+    assert p.value("loopwatch_calls_without_arguments_total") == 0
+    p.close()

@@ -21,6 +21,7 @@ from loopwatch.core.records import (
     TurnMark,
     UnreadableHistory,
 )
+from loopwatch.core.requested import complete, needs_completing
 from loopwatch.core.sink import Sink
 from loopwatch.core.summary import TurnSummary, summarize
 from loopwatch.core.turns import TurnGroup, split_turns
@@ -358,6 +359,8 @@ class TurnAssembler:
                     continue
                 if emitted_before:
                     continue  # (allow_empty was only for the model calls' turns)
+            if group.calls and needs_completing(group):
+                complete(group, self.sink)
             trace.turns_emitted += 1
             if evicted is not None:
                 self.sink.evicted(evicted)

@@ -62,11 +62,11 @@ def merge_layers(calls: list[ToolCall]) -> list[ToolCall]:
     out: list[ToolCall] = []
     for group in layers.values():
         ordered = [c for _, c in sorted(group, key=lambda item: item[0])]
-        out.append(ordered[0] if len(ordered) == 1 else _merge(ordered))
+        out.append(ordered[0] if len(ordered) == 1 else merge(ordered))
     return out
 
 
-def _merge(layers: list[ToolCall]) -> ToolCall:
+def merge(layers: list[ToolCall]) -> ToolCall:
     """Merge layers ordered outermost first."""
     outer = layers[0]
     failed = [c.error_class for c in layers if c.error_class != OK]
