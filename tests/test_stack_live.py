@@ -196,7 +196,6 @@ def _abandoned_turn(tracer: Tracer, start: int) -> trace.Span:
 @dataclass
 class Stack:
     prometheus: str
-    alertmanager: str
     webhook: Webhook
     ticket_trace_id: str
     incidents_at: float
@@ -334,7 +333,22 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             ),
             deadline,
         )
-        time.sleep(2.5)  # a few scrapes of the healthy state (and the abandoned turn evicted)
+        # the abandoned turn evicted as idle, and a few scrapes of the healthy state before the
+        # incidents (so rates have samples before them)
+        _wait(
+            "the abandoned turn evicted",
+            lambda: registry.get_sample_value("loopwatch_turns_evicted_total", {"reason": "idle"}),
+            deadline,
+        )
+        scrapes = urllib.parse.urlencode({"query": 'count_over_time(up{job="loopwatch"}[1m])'})
+        _wait(
+            "three scrapes of the healthy state",
+            lambda: (
+                float(_get(f"{prometheus}/api/v1/query?{scrapes}")["data"]["result"][0]["value"][1])
+                >= 3
+            ),
+            deadline,
+        )
         abandoned.end(end_time=time.time_ns())  # its root arrives after eviction: a late span
 
         # the two incidents of design.md
@@ -350,7 +364,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         assert len(ticket_traces) == 1
         yield Stack(
             prometheus,
-            f"http://127.0.0.1:{am_port}",
             webhook,
             f"{ticket_traces.pop():032x}",
             incidents_at,
