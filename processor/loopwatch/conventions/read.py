@@ -115,6 +115,14 @@ UNREAD_PREFIXES = (
     "logfire.msg",
     "logfire.span_type",
     "logfire.json_schema",
+    # the Vercel AI SDK's prompts, responses, usage and settings
+    "ai.prompt",
+    "ai.response.",
+    "ai.usage.",
+    "ai.settings.",
+    "ai.request.headers.",
+    "ai.model.provider",
+    "ai.telemetry.metadata.",
 )
 
 
