@@ -136,3 +136,52 @@ def test_argument_less_tool_spans_are_completed_from_the_model_calls(tmp_path: P
     assert p.value("loopwatch_tool_calls_total", tool="create_ticket", error_class="ok") == 6
     assert p.value("loopwatch_calls_without_arguments_total") == 0
     p.close()
+
+
+def test_a_call_seen_by_the_client_and_the_server_is_one_call() -> None:
+    """A trace that crosses into the MCP server: loopwatch's client span, the SDK's send span
+    under it and the server's span under that (the conventions' opt-in arguments and result on
+    the server side) are one call of create_ticket, its arguments from the server span."""
+    from tests.helpers import Pipeline, S, span
+    from tests.test_conversations import _config
+
+    client = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "create_ticket",
+        "mcp.method.name": "tools/call",
+    }
+    server = {
+        "mcp.method.name": "tools/call",
+        "gen_ai.tool.name": "create_ticket",
+        "gen_ai.tool.call.result": "TimeoutError: ticket service timed out after 30s",
+        "error.type": "tool_error",
+    }
+    p = Pipeline(_config())
+    with span(p.tracer, "invoke_agent support", 0, 200 * S):
+        for n in range(3):
+            arguments = {"customer_id": "c_40912", "order_id": "88214", "summary": f"try {n}"}
+            at = (1 + n * 40) * S
+            with (
+                span(p.tracer, "tools/call create_ticket", at, at + 31 * S, client),
+                span(
+                    p.tracer,
+                    "MCP send tools/call create_ticket",
+                    at,
+                    at + 31 * S,
+                    {"mcp.method.name": "tools/call"},
+                ),
+                span(
+                    p.tracer,
+                    "tools/call create_ticket",
+                    at + S,
+                    at + 30 * S,
+                    {**server, "gen_ai.tool.call.arguments": json.dumps(arguments)},
+                ),
+            ):
+                pass
+    assert p.value("loopwatch_tool_calls_total", tool="create_ticket") == 3
+    assert p.value("loopwatch_tool_calls_total", tool="create_ticket", error_class="timeout") == 3
+    assert p.value("loopwatch_turn_max_attempts_sum") == 3  # one key: the three are one attempt
+    assert p.value("loopwatch_loops_total", tool="create_ticket", error_class="timeout") == 1
+    assert p.value("loopwatch_calls_without_arguments_total") == 0
+    p.close()
