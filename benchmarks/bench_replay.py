@@ -3,6 +3,7 @@
 
     .venv/bin/python benchmarks/bench_replay.py rate [--turns 300] [--copies 10] [--rounds 3]
                                                      [--out DIR]
+    .venv/bin/python benchmarks/bench_replay.py memory [--spans 100000 1000000 ...] [--out DIR]
     .venv/bin/python benchmarks/bench_replay.py false-alarms [--seeds 2000] [--out DIR]
 
 rate: bench_service.py's realistic stream (spans with 15-30 attributes, fresh ids and values in
@@ -14,6 +15,12 @@ go into ``loopwatch serve`` over gRPC from two driver processes (bench_service.p
 ``pre_into_service``), its CPU-seconds measured the same way. Interleaved rounds, medians, and
 each replay's ratio to the service's spans per CPU-second: the machine is shared, so the ratio
 is the figure.
+
+memory: the peak memory of ``loopwatch replay FILE --openmetrics OUT`` over files of that
+stream's spans as a long stored week would hold them (copies in time order, each under new
+trace ids, one every hour of span time), written as the file exporter's gzipped JSON: each in a
+fresh process, the peak resident set after the imports (the kernel's high-water mark, reset
+once loopwatch is loaded) and its growth between sizes.
 
 false-alarms: ``compare``'s decision on runs of 200 turns each through loopwatch's core (turn
 summaries as tests/history.py builds them): on identical distributions (the false-alarm rate,
@@ -128,6 +135,100 @@ def rate(args: argparse.Namespace) -> None:
         Path(args.out, "replay-rate.json").write_text(json.dumps(report, indent=2) + "\n")
 
 
+# -- memory ---------------------------------------------------------------------------------------
+COPY_EVERY_NS = 3600 * 10**9  # span time between copies: more than one copy covers (55 min)
+
+
+def stored_stream(path: Path, spans: int, turns: int = 150) -> tuple[int, int]:
+    """About ``spans`` spans of the realistic stream, as copies in time order, written as the
+    file exporter's JSON, gzipped (level 1); (spans written, bytes before compression)."""
+    from tests.test_replay_support import timed_copies
+
+    lines = [
+        collector_json_line(ExportTraceServiceRequest.FromString(body))
+        for body in realistic_requests(turns, seed=1)
+    ]
+    per_copy = sum(line.count(b'"traceId"') for line in lines)
+    count = max(1, round(spans / per_copy))
+    size = 0
+    with gzip.open(path, "wb", compresslevel=1) as out:
+        for line in timed_copies(lines, count, COPY_EVERY_NS):
+            size += len(line)
+            out.write(line)
+    return count * per_copy, size
+
+
+def memory_child(path: str, openmetrics: str) -> None:
+    """Replay one file; print the peak resident set (KiB) after loopwatch's imports."""
+    import contextlib
+    import io
+
+    import loopwatch.history.openmetrics  # noqa: F401  (loaded before the mark)
+    from loopwatch.cli import main
+
+    def kib(field: str) -> int:
+        status = Path("/proc/self/status").read_text()
+        return int(status.split(f"{field}:", 1)[1].split()[0])
+
+    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current size
+    before = kib("VmRSS")
+    args = ["replay", path, "--openmetrics", openmetrics, "--interval", "3600", "--json"]
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        code = main([*args, "--no-progress"])
+    report = json.loads(out.getvalue())
+    print(
+        json.dumps(
+            {
+                "code": code,
+                "spans": report["input"]["spans"],
+                "turns": report["turns"],
+                "rss_before_kib": before,
+                "peak_kib": kib("VmHWM"),
+            }
+        )
+    )
+
+
+def replay_memory(path: Path, openmetrics: Path) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, __file__, "memory-child", str(path), str(openmetrics)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=4 * 3600,
+    )
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def memory(args: argparse.Namespace) -> None:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for wanted in args.spans:
+            path = Path(tmp, "traces.json.gz")
+            started = time.monotonic()
+            spans, size = stored_stream(path, wanted)
+            compressed = path.stat().st_size
+            result = replay_memory(path, Path(tmp, "backfill.om"))
+            assert result["code"] == 0 and result["spans"] == spans, result
+            row = {
+                "spans": spans,
+                "json_bytes": size,
+                "gzip_bytes": compressed,
+                "turns": result["turns"],
+                "rss_before_mib": round(result["rss_before_kib"] / 1024, 1),
+                "peak_rss_mib": round(result["peak_kib"] / 1024, 1),
+                "seconds": round(time.monotonic() - started),
+            }
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            path.unlink()
+    report = {"stream": "bench_service.py realistic, file exporter JSON, gzip", "runs": rows}
+    print(json.dumps(report, indent=2))
+    if args.out:
+        Path(args.out, "replay-memory.json").write_text(json.dumps(report, indent=2) + "\n")
+
+
 def false_alarms(args: argparse.Namespace) -> None:
     from loopwatch.history.compare import compare
     from loopwatch.history.report import Report
@@ -173,6 +274,9 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "child":
         child(sys.argv[2])
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "memory-child":
+        memory_child(sys.argv[2], sys.argv[3])
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("rate")
@@ -180,12 +284,17 @@ def main() -> None:
     r.add_argument("--copies", type=int, default=10)
     r.add_argument("--rounds", type=int, default=3)
     r.add_argument("--out", help="directory for replay-rate.json")
+    m = sub.add_parser("memory")
+    m.add_argument(
+        "--spans", type=int, nargs="+", default=[100_000, 1_000_000], help="file sizes (spans)"
+    )
+    m.add_argument("--out", help="directory for replay-memory.json")
     f = sub.add_parser("false-alarms")
     f.add_argument("--seeds", type=int, default=2000)
     f.add_argument("--alpha", type=float, default=0.05)
     f.add_argument("--out", help="directory for compare-false-alarms.json")
     args = parser.parse_args()
-    {"rate": rate, "false-alarms": false_alarms}[args.command](args)
+    {"rate": rate, "memory": memory, "false-alarms": false_alarms}[args.command](args)
 
 
 if __name__ == "__main__":
