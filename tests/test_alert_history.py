@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:
 
 from tests.test_alerts import duration_seconds  # noqa: E402
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.slow]
 
 SEEDS = (1, 2, 3)
 STEP = 60  # the evaluation interval

@@ -109,6 +109,7 @@ def test_thresholds_match_loopwatch_defaults_and_the_stack_config() -> None:
     assert config.NO_ROWS_THRESHOLD - 1 in STREAK_BUCKETS
 
 
+@pytest.mark.slow
 def test_promtool_unit_tests_pass() -> None:
     promtool = require_tool("promtool")
     done = run(promtool, "test", "rules", *map(str, UNIT_TESTS))
@@ -116,6 +117,7 @@ def test_promtool_unit_tests_pass() -> None:
     assert done.stdout.count("SUCCESS") == len(UNIT_TESTS) == 3
 
 
+@pytest.mark.slow
 def test_a_wrong_expectation_fails_promtool(tmp_path: Path) -> None:
     """The unit tests can fail: expecting the severe loop one evaluation early is an error."""
     promtool = require_tool("promtool")

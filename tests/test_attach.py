@@ -30,6 +30,7 @@ BIN = Path(sys.executable).parent
 TOML = '[tools.create_ticket]\nidentity = ["customer_id", "order_id"]\n'
 
 
+@pytest.mark.slow
 def test_opentelemetry_instrument_attaches_without_code_change(tmp_path: Path) -> None:
     (tmp_path / "loopwatch.toml").write_text(TOML)
     port = free_port()

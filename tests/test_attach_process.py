@@ -50,6 +50,7 @@ def warnings_in(stderr: str) -> list[str]:
 LOGGING = 'logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")'
 
 
+@pytest.mark.slow
 def test_instrument_sets_an_sdk_provider_with_the_requested_exporter_and_the_frameworks(
     tmp_path: Path,
 ) -> None:
@@ -136,6 +137,7 @@ def test_a_missing_exporter_and_a_busy_port_are_warnings_and_loopwatch_still_cou
     assert "LOOPWATCH_METRICS_PORT" in warnings[1] and "attached and counting" in warnings[1]
 
 
+@pytest.mark.slow
 def test_frameworks_opt_out_and_what_is_already_on_is_left_alone(tmp_path: Path) -> None:
     code = f"""
         import json, logging, os
@@ -204,6 +206,7 @@ PYDANTIC_AGENT = """
 """
 
 
+@pytest.mark.slow
 def test_zero_code_path_switches_the_framework_on(tmp_path: Path) -> None:
     """opentelemetry-instrument, a pydantic-ai agent, no line of loopwatch in the app."""
     port = free_port()
@@ -235,6 +238,7 @@ def test_zero_code_path_switches_the_framework_on(tmp_path: Path) -> None:
     ) in out.stdout, out.stdout + out.stderr
 
 
+@pytest.mark.slow
 def test_zero_code_path_honours_disabled_instrumentations(tmp_path: Path) -> None:
     out = run_python(
         """

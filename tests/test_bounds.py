@@ -6,6 +6,7 @@ import gc
 import os
 
 import psutil
+import pytest
 
 from loopwatch.conventions import read_span
 from loopwatch.core.assembler import TurnAssembler
@@ -50,6 +51,7 @@ def add(assembler: TurnAssembler, span: SpanView) -> None:
     assembler.publish()
 
 
+@pytest.mark.slow
 def test_million_short_turns_and_ten_thousand_never_ending() -> None:
     config = Config(max_open_turns=1000, idle_timeout_seconds=60.0)
     now = [0.0]

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import psutil
+import pytest
 from prometheus_client import CollectorRegistry
 
 from loopwatch.conventions import read_span
@@ -112,6 +113,7 @@ def test_a_turn_evicted_for_memory_is_summarized_and_counted() -> None:
     assert assembler.buffered_bytes <= 1 * MB
 
 
+@pytest.mark.slow
 def test_the_accounting_follows_what_the_buffers_hold() -> None:
     """The per-span estimates against tracemalloc: within a factor of 1.5 either way."""
     assembler = TurnAssembler(Config(), CountingSink(), clock=lambda: 0.0)

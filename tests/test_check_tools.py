@@ -293,6 +293,7 @@ def fx_refund(order_id: str, note: str) -> str:
 """
 
 
+@pytest.mark.slow
 def test_a_python_file_and_the_current_directory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,7 +14,7 @@ import pytest
 from tests.helpers import exposition_sum as value
 from tests.serve_process import free_port
 
-pytestmark = pytest.mark.frameworks
+pytestmark = [pytest.mark.frameworks, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = (

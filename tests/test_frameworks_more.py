@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.frameworks
+pytestmark = [pytest.mark.frameworks, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
 

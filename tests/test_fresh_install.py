@@ -20,7 +20,7 @@ import pytest
 from tests.helpers import exposition_sum
 from tests.serve_process import free_port
 
-pytestmark = pytest.mark.frameworks
+pytestmark = [pytest.mark.frameworks, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
 PYDANTIC_AI = "pydantic-ai-slim==2.68.0"  # as pinned in the frameworks extra

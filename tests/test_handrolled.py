@@ -31,7 +31,7 @@ from tests.framework_runs.handrolled import (
     python_for,
 )
 
-pytestmark = pytest.mark.frameworks
+pytestmark = [pytest.mark.frameworks, pytest.mark.slow]
 
 Sample = tuple[str, dict[str, str], float]
 _RUNS: dict[tuple[str, str], dict[str, Any]] = {}

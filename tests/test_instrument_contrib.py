@@ -206,6 +206,7 @@ def _require(*distributions: str) -> None:
             pytest.skip(f"{name} is not installed")
 
 
+@pytest.mark.slow
 @pytest.mark.frameworks
 @pytest.mark.parametrize("setting", [None, "NO_CONTENT"])
 def test_openai_v2_is_switched_on_once_with_content_on_spans(
@@ -230,6 +231,7 @@ def test_openai_v2_is_switched_on_once_with_content_on_spans(
         assert output is None
 
 
+@pytest.mark.slow
 @pytest.mark.frameworks
 @pytest.mark.parametrize(
     ("preset", "scope"),

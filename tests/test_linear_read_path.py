@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import loopwatch
 from loopwatch.conventions import error_texts
 from loopwatch.conventions.payloads import decode_arguments, decode_result, parse_text
@@ -82,6 +84,7 @@ def _re_calls() -> list[str]:
     return calls
 
 
+@pytest.mark.slow
 def test_every_regular_expression_is_a_module_constant_the_suite_finds() -> None:
     calls = _re_calls()
     # a pattern built inside a function (re.search("...", text)) escapes the test below
@@ -246,6 +249,7 @@ def _read_path(text: str) -> object:
     )
 
 
+@pytest.mark.slow
 def test_the_read_path_is_linear_on_adversarial_text() -> None:
     report = []
     for name, make in _TEXTS.items():

@@ -129,6 +129,7 @@ def fuzzed() -> Iterator[tuple[LoopwatchSpanProcessor, CollectorRegistry]]:
     processor.shutdown()
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=st.lists(spans(), min_size=1, max_size=15))
 def test_on_end_never_raises_and_every_span_is_counted(

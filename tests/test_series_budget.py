@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
@@ -110,6 +111,7 @@ def test_the_default_bound_is_tens_of_megabytes_as_documented() -> None:
     assert f"at most {quoted}" in (ROOT / "README.md").read_text(), quoted
 
 
+@pytest.mark.slow
 def test_twenty_thousand_combinations_stay_within_the_budget() -> None:
     def labels(i: int) -> tuple[str, str, str, str]:  # each within 200 values
         return f"svc-{i % 200}", f"agent-{i // 7 % 200}", f"model-{i // 49 % 200}", f"t-{i % 197}"

@@ -26,7 +26,7 @@ from loopwatch.demo.scenarios import healthy
 from tests.helpers import require_tool
 from tests.serve_process import ServeProcess, http_get, wait_for
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.slow]
 
 TURNS_PER_SECOND = 10
 PHASE_SECONDS = 6.0

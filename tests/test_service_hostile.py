@@ -54,12 +54,14 @@ def service() -> Iterator[Service]:
         s.close()
 
 
+@pytest.mark.slow
 def test_a_thousand_simultaneous_exports_all_succeed(service: Service) -> None:
     held, figures = asyncio.run(burst(service, 1000))
     assert (figures["answered_200"], figures["counted"]) == (1000, 1000)
     assert held
 
 
+@pytest.mark.slow
 def test_slowloris_is_closed_at_the_header_deadline_while_a_good_client_exports(
     service: Service,
 ) -> None:

@@ -53,6 +53,7 @@ def services() -> dict[str, Any]:
     return result
 
 
+@pytest.mark.slow
 def test_docker_compose_config_accepts_the_file() -> None:
     tool = require_tool("docker-compose")
     done = subprocess.run(

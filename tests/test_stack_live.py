@@ -49,7 +49,7 @@ if str(ROOT) not in sys.path:
 from dashboards.queries import expand, targets  # noqa: E402
 from mixin.config import DASHBOARD_FILE, RUNBOOK_BASE_URL  # noqa: E402
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.slow]
 
 MS = 1_000_000
 SHORT_FOR = "2s"

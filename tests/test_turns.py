@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -221,6 +222,7 @@ spans = st.dictionaries(
 )
 
 
+@pytest.mark.slow
 @given(spans, st.booleans(), st.integers(0, 12), st.booleans(), st.booleans())
 @settings(max_examples=500, deadline=None)
 def test_the_one_pass_shortcut_splits_like_the_walk(
