@@ -1,6 +1,7 @@
 """Stored traces as span views: OTLP JSON (the Collector's file exporter), OTLP protobuf (one
-message, or the file exporter's length-prefixed stream), Jaeger JSON and Tempo JSON; plain or
-gzip-compressed; files, directories, globs and ``-`` for stdin.
+message, or the file exporter's length-prefixed stream), Jaeger JSON and Tempo JSON; plain,
+gzip- or zstd-compressed (:mod:`loopwatch.history.compressed`); files, directories, globs and
+``-`` for stdin.
 
 Everything becomes an ``ExportTraceServiceRequest`` and then span views through the service's
 own conversion (:func:`loopwatch.service.otlp.span_views`), so a stored span is read exactly as
@@ -17,7 +18,6 @@ import io
 import json
 import os
 import sys
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +28,16 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from loopwatch.conventions.read import UNREAD_PREFIXES
 from loopwatch.core.spans import EventView, SpanView
+from loopwatch.history.compressed import (
+    GZIP_MAGIC,
+    ZSTD_MAGIC,
+    ZSTD_MISSING,
+    corrupt_errors,
+    gunzip,
+    unzstd,
+    unzstd_message,
+    zstd_available,
+)
 from loopwatch.service.otlp import REMOTE_PARENT, RequestError, parse_protobuf, span_views
 
 AUTO = "auto"
@@ -37,8 +47,6 @@ JAEGER = "jaeger"
 TEMPO = "tempo"
 FORMATS = (AUTO, OTLP_JSON, OTLP_PROTO, JAEGER, TEMPO)
 
-_GZIP = b"\x1f\x8b"
-_ZSTD = b"\x28\xb5\x2f\xfd"
 _MAX_MESSAGE = 1 << 30  # a length prefix past this is not one
 _PROBLEMS_KEPT = 20
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
@@ -133,40 +141,6 @@ class _Counting(io.RawIOBase):
         n = len(data)
         buffer[:n] = data
         self.stats.bytes_read += n
-        return n
-
-
-class _Gunzip(io.RawIOBase):
-    """gzip (one member or several) decompressed as it is read; data that ends before the
-    compressed stream does sets ``truncated`` and reads as the end, so everything before the
-    cut is still read."""
-
-    def __init__(self, inner: IO[bytes]) -> None:
-        self.inner = inner
-        self._z = zlib.decompressobj(wbits=31)
-        self._out = b""
-        self._started = False  # a member is under way
-        self.truncated = False
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        while not self._out:
-            chunk = self._z.unused_data or self.inner.read(1 << 16)
-            if self._z.unused_data:
-                self._z = zlib.decompressobj(wbits=31)  # the next member
-            if not chunk:
-                if self._started and not self._z.eof:
-                    self.truncated = True
-                return 0
-            self._started = True
-            self._out = self._z.decompress(chunk)
-            if self._z.eof and not self._z.unused_data:
-                self._started = False
-        n = min(len(buffer), len(self._out))
-        buffer[:n] = self._out[:n]
-        self._out = self._out[n:]
         return n
 
 
@@ -689,7 +663,7 @@ class Reader:
                     yield from self._file(name, stream)
             except OSError as e:
                 self.stats.problem(_label(name), f"cannot read: {e.strerror or e}")
-            except zlib.error as e:
+            except corrupt_errors() as e:
                 self.stats.problem(_label(name), f"compressed data is truncated or corrupt ({e})")
             if self.stats.spans > before:
                 self.stats.files_read += 1
@@ -697,22 +671,28 @@ class Reader:
     def _file(self, name: str, stream: Any) -> Iterator[Batch]:
         label = _label(name)
         head = _peek(stream, 4)
-        gunzip = None
-        if head.startswith(_GZIP):
-            gunzip = _Gunzip(stream)
-            stream = io.BufferedReader(gunzip, buffer_size=1 << 20)
+        decompressing = None
+        if head.startswith(GZIP_MAGIC):
+            decompressing = gunzip(stream)
+        elif head.startswith(ZSTD_MAGIC):
+            if not zstd_available():
+                self.stats.problem(
+                    label,
+                    f"{ZSTD_MISSING}; or decompress it first: zstd -dc FILE | loopwatch replay -",
+                )
+                return
+            decompressing = unzstd(stream)
+        if decompressing is not None:
+            stream = io.BufferedReader(decompressing, buffer_size=1 << 20)
             head = _peek(stream, 4)
+            if not head and decompressing.truncated:
+                self.stats.problem(label, "compressed data is truncated before any content")
+                return
         yield from self._content(label, stream, head)
-        if gunzip is not None and gunzip.truncated:
+        if decompressing is not None and decompressing.truncated:
             self.stats.problem(label, "compressed data is truncated (read up to the cut)")
 
     def _content(self, label: str, stream: Any, head: bytes) -> Iterator[Batch]:
-        if head.startswith(_ZSTD):
-            self.stats.problem(
-                label,
-                "zstd-compressed; decompress it first: zstd -dc FILE | loopwatch replay -",
-            )
-            return
         if not head:
             self.stats.problem(label, "empty file")
             return
@@ -791,13 +771,21 @@ class Reader:
                     where, f"truncated: {len(body)} of {size} bytes at the end of the file"
                 )
                 return
-            if body.startswith(_ZSTD):
-                self.stats.problem(
-                    label,
-                    "messages are zstd-compressed (the file exporter's compression: zstd); "
-                    "this reader takes plain or gzip files",
-                )
-                return
+            if body.startswith(ZSTD_MAGIC):  # the file exporter's older compression: zstd
+                if not zstd_available():
+                    self.stats.problem(label, f"its messages are {ZSTD_MISSING}")
+                    return
+                try:
+                    body = unzstd_message(body, _MAX_MESSAGE)
+                except corrupt_errors() as e:
+                    self.stats.problem(where, f"compressed data is corrupt ({e})")
+                    continue
+                except ValueError as e:
+                    self.stats.problem(where, str(e))
+                    continue
+                if body.lstrip()[:1] == b"{":  # format: json, compressed
+                    yield from self._line(body, where)
+                    continue
             try:
                 yield self._views(parse_protobuf(body), where)
             except (RequestError, InputError) as e:

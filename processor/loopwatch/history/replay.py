@@ -177,7 +177,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         metavar="PATH",
         help="files, directories, globs or - (stdin): OTLP JSON or protobuf (the Collector's "
-        "file exporter), Jaeger or Tempo JSON; gzip-compressed or not",
+        "file exporter), Jaeger or Tempo JSON; plain, gzip or zstd",
     )
     add_input_arguments(parser)
     parser.add_argument("--json", action="store_true", help="the report as JSON on stdout")
