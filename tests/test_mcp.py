@@ -10,10 +10,12 @@ what is needed, and never read as a loop where they do not.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,31 +92,34 @@ def test_the_sdk_spans_alone_never_make_a_false_loop(tmp_path: Path) -> None:
     assert value(found, "loopwatch_tool_calls_total", tool="search_orders", error_class="ok") == 4
 
 
-def test_argument_less_tool_spans_are_completed_from_the_model_calls(tmp_path: Path) -> None:
-    """The MCP SDK's own spans alone (tool name only) in a turn whose model calls carry their
-    messages: each span is the next call of its tool the model asked for, with that call's
-    arguments and the result (and error) it was sent: exact numbers, no false loop."""
-    from tests.helpers import Pipeline, S, span
-    from tests.test_conversations import _config, _genai, _script, genai_attributes
+def _handrolled_mcp(pipeline: Any, turn_spans: bool, tool_attributes: dict[str, str]) -> None:
+    """The three turns of a hand-rolled loop: GenAI model calls with their messages, and an MCP
+    client span for each call, named after its tool and carrying ``tool_attributes``. With
+    ``turn_spans`` each turn is under ``invoke_agent``; without, every span is its own trace."""
+    from tests.helpers import S, span
+    from tests.test_conversations import _genai, _script, genai_attributes
 
-    p = Pipeline(_config())
+    tracer = pipeline.tracer
     clock = 0
     history = [_genai("system", "You are a support agent.")]
     for user_text, responses, results in _script():
         history.append(_genai("user", user_text))
-        with span(p.tracer, "invoke_agent support", clock, clock + 3600 * S):
+        turn = (
+            span(tracer, "invoke_agent support", clock, clock + 3600 * S)
+            if turn_spans
+            else contextlib.nullcontext()
+        )
+        with turn:
             answered = 0
             for calls in responses:
                 answer = _genai("assistant", calls=calls)
-                with span(p.tracer, "chat", clock, clock + S, genai_attributes(history, answer)):
+                with span(tracer, "chat", clock, clock + S, genai_attributes(history, answer)):
                     pass
                 history.append(answer)
                 for i, (_, tool, _) in enumerate(calls):
                     start = clock + S + i
-                    attrs = {"mcp.method.name": "tools/call", "jsonrpc.request.id": str(i)}
-                    with span(
-                        p.tracer, f"MCP send tools/call {tool}", start, start + 30 * S, attrs
-                    ):
+                    name = f"MCP send tools/call {tool}"
+                    with span(tracer, name, start, start + 30 * S, tool_attributes):
                         pass
                 clock += 32 * S
                 done = results[answered : answered + len(calls)]
@@ -122,10 +127,13 @@ def test_argument_less_tool_spans_are_completed_from_the_model_calls(tmp_path: P
                 pairs = [(c[0], r) for c, r in zip(calls, done, strict=True)]
                 history.append(_genai("tool", results=pairs))
             text = _genai("assistant", "Done.")
-            with span(p.tracer, "chat", clock, clock + S, genai_attributes(history, text)):
+            with span(tracer, "chat", clock, clock + S, genai_attributes(history, text)):
                 pass
             history.append(text)
             clock += 2 * S
+
+
+def _assert_three_turns(p: Any) -> None:
     assert p.value("loopwatch_turns_total") == 3
     assert p.value("loopwatch_turn_max_attempts_sum") == 8  # 6, 1, 1
     assert p.value("loopwatch_loops_total", tool="create_ticket", error_class="timeout") == 1
@@ -134,7 +142,33 @@ def test_argument_less_tool_spans_are_completed_from_the_model_calls(tmp_path: P
     assert p.value("loopwatch_no_rows_streak_sum", tool="search_orders") == 4
     assert p.value("loopwatch_tool_calls_total", tool="create_ticket", error_class="timeout") == 6
     assert p.value("loopwatch_tool_calls_total", tool="create_ticket", error_class="ok") == 6
+    assert p.value("loopwatch_tool_calls_total") == 16
     assert p.value("loopwatch_calls_without_arguments_total") == 0
+
+
+def test_argument_less_tool_spans_are_completed_from_the_model_calls() -> None:
+    """The MCP SDK's own spans alone (tool name only) in turns whose model calls carry their
+    messages: each span is the next call of its tool the model asked for, with that call's
+    arguments and the result (and error) it was sent: exact numbers, no false loop."""
+    from tests.helpers import Pipeline
+    from tests.test_conversations import _config
+
+    p = Pipeline(_config())
+    _handrolled_mcp(p, True, {"mcp.method.name": "tools/call"})
+    _assert_three_turns(p)
+    p.close()
+
+
+def test_lone_tool_spans_of_a_handrolled_loop_count_once() -> None:
+    """No span around the turns: each model call and each MCP call is a trace of its own. A
+    lone tool span that an open conversation asked for is that call, counted once there."""
+    from tests.helpers import Pipeline
+    from tests.test_conversations import _config
+
+    p = Pipeline(_config())
+    _handrolled_mcp(p, False, {"mcp.method.name": "tools/call", "jsonrpc.request.id": "1"})
+    _assert_three_turns(p)
+    assert p.value("loopwatch_spans_total", kind="tool") == 16
     p.close()
 
 
@@ -185,3 +219,28 @@ def test_a_call_seen_by_the_client_and_the_server_is_one_call() -> None:
     assert p.value("loopwatch_loops_total", tool="create_ticket", error_class="timeout") == 1
     assert p.value("loopwatch_calls_without_arguments_total") == 0
     p.close()
+
+
+def test_the_service_counts_lone_tool_spans_once_too() -> None:
+    """The same spans over OTLP/gRPC to ``loopwatch serve``'s pipeline: every sample equal."""
+    from dataclasses import replace
+
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from tests.helpers import Pipeline
+    from tests.service_support import running, settle, snapshot
+    from tests.test_conversations import _config
+
+    config = replace(_config(), grace_seconds=0.0)
+    with running(config) as service:
+        assert service.bound
+        p = Pipeline(config=config)
+        exporter = OTLPSpanExporter(endpoint=service.bound.grpc, insecure=True)
+        p.provider.add_span_processor(SimpleSpanProcessor(exporter))
+        _handrolled_mcp(p, False, {"mcp.method.name": "tools/call"})
+        p.flush()
+        settle(service)
+        _assert_three_turns(p)
+        assert snapshot(service.registry) == snapshot(p.registry)
+        p.close()

@@ -359,6 +359,9 @@ class TurnAssembler:
                     continue
                 if emitted_before:
                     continue  # (allow_empty was only for the model calls' turns)
+            if self._stood_for(trace.service, group):
+                handed = True
+                continue
             if group.calls and needs_completing(group):
                 complete(group, self.sink)
             trace.turns_emitted += 1
@@ -366,6 +369,18 @@ class TurnAssembler:
                 self.sink.evicted(evicted)
             self._ready.append((trace_id, trace.service, group))
         return handed
+
+    def _stood_for(self, service: str, group: TurnGroup) -> bool:
+        """A lone tool call (no turn span, no model call: a trace of its own, as in a
+        hand-rolled loop) that an open conversation asked for: counted there, with its result,
+        not as a turn of its own."""
+        return (
+            len(group.calls) == 1
+            and group.turn is None
+            and not group.llms
+            and len(self._conversations) > 0
+            and self._conversations.claim(service, group.calls[0].tool)
+        )
 
     def _converse(self, trace_id: int, service: str, group: TurnGroup) -> bool:
         """Hand the group's model calls that show their turn to the open conversations; False

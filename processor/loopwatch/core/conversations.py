@@ -37,6 +37,7 @@ class _Open:
     answered_at: dict[int, int] = field(default_factory=dict)  # call -> answering call's start
     ids: set[int] = field(default_factory=set)  # every call id seen in the turn
     settled: set[int] = field(default_factory=set)  # calls known with their outcome
+    claimed: set[int] = field(default_factory=set)  # calls a tool span of their own stood for
     llms: list[LlmMark] = field(default_factory=list)
     size: int = _TURN_BYTES
 
@@ -119,6 +120,25 @@ class Conversations:
         completed.extend(evicted)
         return completed, len(evicted)
 
+    def claim(self, service: str, tool: str) -> bool:
+        """Whether an open turn of ``service`` asked for a call of ``tool`` that no tool span has
+        stood for yet (the one asked first, unanswered ones before answered); that call is then
+        taken. A hand-rolled loop's tool spans, each in a trace of its own, are those calls."""
+        for prefer_unanswered in (True, False):
+            for entry in self._open.values():
+                if entry.service != service:
+                    continue
+                for call_id in entry.requested_at:
+                    if call_id in entry.claimed or (
+                        prefer_unanswered and call_id in entry.answered_at
+                    ):
+                        continue
+                    call = entry.calls.get(call_id)
+                    if call is not None and call.tool == tool:
+                        entry.claimed.add(call_id)
+                        return True
+        return False
+
     def _merge(self, entry: _Open, mark: LlmMark, conversation: Conversation) -> None:
         calls = entry.calls
         before = len(calls)
@@ -154,6 +174,7 @@ class Conversations:
             entry.answered_at.setdefault(call_id, at)
         entry.ids.update(other.ids)
         entry.settled.update(other.settled)
+        entry.claimed.update(other.claimed)
         for call_id in other.ids:
             self._by_call[call_id] = entry
         entry.llms.extend(other.llms)
