@@ -110,6 +110,32 @@ def test_a_regressing_eval_run_exits_1_and_a_neutral_one_0(
     assert "model m-new (new)" in verdict
 
 
+def test_a_tool_description_change_that_loops_is_named_by_its_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Same model, a reworded create_ticket description (a new tool version) in the candidate,
+    looping in one turn of 20: the verdict names the version as new."""
+    old = {"create_ticket": "Create a support ticket for the customer's order."}
+    new = {"create_ticket": "Open a ticket. Retry on timeout until it succeeds."}
+
+    def described(turns: list[Turn], description: dict[str, str]) -> list[Turn]:
+        return [Turn(t.agent, t.model, t.calls, description) for t in turns]
+
+    base = write_run(tmp_path / "base.json", described(eval_turns(4, "m-1"), old))
+    cand = write_run(tmp_path / "cand.json", described(eval_turns(5, "m-1", loop_every=20), new))
+    code, out = _compare(capsys, base, cand, "--json")
+    assert code == 1, out
+    document = json.loads(out)
+    (cell,) = [c for c in document["cells"] if c["regression"]]
+    assert cell["tool"] == "create_ticket" and cell["models"][0]["new"] is False
+    (version,) = document["new_tool_versions"]
+    assert version["tool"] == "create_ticket" and version["tool_version"]
+    code, out = _compare(capsys, base, cand)
+    verdict = out.strip().splitlines()[-1]
+    assert f"create_ticket version {version['tool_version']} (new)" in verdict
+    assert "model m-1" not in verdict  # the model did not change
+
+
 def test_json_and_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = write_run(tmp_path / "base.json", eval_turns(1, "m-old"))
     regress = write_run(tmp_path / "regress.json", eval_turns(2, "m-new", loop_every=20))

@@ -4,6 +4,7 @@ never a traceback; the good rest is read; exit 2 only when nothing could be read
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import random
 import subprocess
@@ -17,6 +18,7 @@ from google.protobuf import json_format
 from loopwatch.cli import main
 from tests.service_support import snapshot
 from tests.test_replay_support import (
+    CONFIG,
     batches,
     collector_json_line,
     incident_turns,
@@ -97,6 +99,43 @@ def test_one_good_file_among_bad_ones_is_read(
     assert code == 0
     assert "1 of 2 files" in out
     assert "0-empty.json: empty file" in err
+
+
+def test_globs_and_a_forced_format(
+    recorded: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spans, expected = recorded
+    requests = batches(spans)
+    half = len(requests) // 2
+    write_collector_json(tmp_path / "traces-1.json", requests[:half])
+    write_collector_json(tmp_path / "traces-2.json", requests[half:])
+    proto = write_collector_proto(tmp_path / "traces.bin", requests)
+    registry, outcome = replay_registry([tmp_path / "traces-*.json"])
+    assert outcome.stats.files == 2 and snapshot(registry) == expected
+    registry, outcome = replay_registry([proto], forced="otlp-proto")
+    assert snapshot(registry) == expected
+    # a format forced on a file in another: named, nothing read
+    code, _, err = _replay(capsys, "--format", "jaeger", str(proto))
+    assert code == 2
+    assert f"skipped {proto}: not JSON, which --format jaeger reads (starts with bytes 0000" in err
+    code, _, err = _replay(capsys, "--format", "jaeger", str(tmp_path / "traces-1.json"))
+    assert code == 2
+    assert "traces-1.json:1: --format jaeger, but this document is otlp-json" in err
+
+
+def test_the_progress_line_on_a_terminal(
+    recorded: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loopwatch.history import replay
+
+    spans, _ = recorded
+    path = write_collector_json(tmp_path / "t.json", batches(spans))
+    monkeypatch.setattr(replay, "_PROGRESS_SECONDS", 0.0)
+    terminal = io.StringIO()
+    replay.run_replay([str(path)], CONFIG, progress=terminal)
+    shown = terminal.getvalue()
+    assert f"file 1/1: {len(spans):,} spans" in shown and "spans/s" in shown
+    assert shown.endswith("\r\x1b[K")  # cleared before the report
 
 
 def test_base64_ids_beside_hex_ids(recorded: Any, tmp_path: Path) -> None:

@@ -620,11 +620,20 @@ def document_format(document: Any) -> str:
     raise InputError(f"not a trace document: a JSON {type(document).__name__}, not an object")
 
 
+# what a forced --format accepts besides its own documents (Tempo's are OTLP JSON inside)
+_READS_ALSO = {TEMPO: OTLP_JSON}
+
+
 def document_request(document: Any, forced: str) -> tuple[Any, bool]:
     """A parsed JSON document as an ``ExportTraceServiceRequest``; whether ids were base64."""
     kind = document_format(document) if forced == AUTO else forced
     if not isinstance(document, dict):
         raise InputError(f"not a {kind} document: a JSON {type(document).__name__}")
+    if forced != AUTO and forced != OTLP_PROTO:
+        # a document of another format would read as no spans at all: say which it is
+        found = document_format(document)
+        if found not in (forced, _READS_ALSO.get(forced)):
+            raise InputError(f"--format {forced}, but this document is {found}")
     if kind == JAEGER:
         return jaeger_request(document), False
     if kind == TEMPO:
@@ -710,6 +719,12 @@ class Reader:
                     "not a trace file (OTLP JSON or protobuf, Jaeger or Tempo JSON; "
                     f"starts with bytes {head.hex()})",
                 )
+            return
+        if first and first not in (b"{", b"["):  # a JSON format forced on another
+            self.stats.problem(
+                label,
+                f"not JSON, which --format {self.forced} reads (starts with bytes {head.hex()})",
+            )
             return
         yield from self._json(label, stream)
 
