@@ -3,7 +3,8 @@
 
     .venv/bin/python benchmarks/bench_replay.py rate [--turns 300] [--copies 10] [--rounds 3]
                                                      [--out DIR]
-    .venv/bin/python benchmarks/bench_replay.py memory [--spans 100000 1000000 ...] [--out DIR]
+    .venv/bin/python benchmarks/bench_replay.py memory [--spans 100000 1000000 ...]
+                                                       [--format json|proto] [--out DIR]
     .venv/bin/python benchmarks/bench_replay.py false-alarms [--seeds 2000] [--out DIR]
 
 rate: bench_service.py's realistic stream (spans with 15-30 attributes, fresh ids and values in
@@ -17,10 +18,10 @@ each replay's ratio to the service's spans per CPU-second: the machine is shared
 is the figure.
 
 memory: the peak memory of ``loopwatch replay FILE --openmetrics OUT`` over files of that
-stream's spans as a long stored week would hold them (copies in time order, each under new
-trace ids, one every hour of span time), written as the file exporter's gzipped JSON: each in a
-fresh process, the peak resident set after the imports (the kernel's high-water mark, reset
-once loopwatch is loaded) and its growth between sizes.
+stream's spans as a long stored period would hold them (copies in time order, each under new
+trace ids, one every hour of span time), written as the file exporter's gzipped JSON (or its
+``format: proto``): each in a fresh process, the peak resident set after the imports (the
+kernel's high-water mark, reset once loopwatch is loaded) and its growth between sizes.
 
 false-alarms: ``compare``'s decision on runs of 200 turns each through loopwatch's core (turn
 summaries as tests/history.py builds them): on identical distributions (the false-alarm rate,
@@ -139,15 +140,16 @@ def rate(args: argparse.Namespace) -> None:
 COPY_EVERY_NS = 3600 * 10**9  # span time between copies: more than one copy covers (55 min)
 
 
-def stored_stream(path: Path, spans: int, turns: int = 150) -> tuple[int, int]:
+def stored_stream(path: Path, spans: int, turns: int = 150, proto: bool = False) -> tuple[int, int]:
     """About ``spans`` spans of the realistic stream, as copies in time order, written as the
-    file exporter's JSON, gzipped (level 1); (spans written, bytes before compression)."""
+    file exporter's JSON, gzipped (level 1), or its ``format: proto`` (length-prefixed, plain);
+    (spans written, bytes before compression)."""
     from tests.test_replay_support import timed_copies
 
-    lines = [
-        collector_json_line(ExportTraceServiceRequest.FromString(body))
-        for body in realistic_requests(turns, seed=1)
-    ]
+    bodies = realistic_requests(turns, seed=1)
+    if proto:
+        return _stored_proto(path, spans, bodies)
+    lines = [collector_json_line(ExportTraceServiceRequest.FromString(body)) for body in bodies]
     per_copy = sum(line.count(b'"traceId"') for line in lines)
     count = max(1, round(spans / per_copy))
     size = 0
@@ -156,6 +158,31 @@ def stored_stream(path: Path, spans: int, turns: int = 150) -> tuple[int, int]:
             size += len(line)
             out.write(line)
     return count * per_copy, size
+
+
+def _stored_proto(path: Path, spans: int, bodies: list[bytes]) -> tuple[int, int]:
+    requests = [ExportTraceServiceRequest.FromString(body) for body in bodies]
+    every = [
+        s for r in requests for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans
+    ]
+    base = [(s.trace_id, s.start_time_unix_nano, s.end_time_unix_nano) for s in every]
+    events = [[e.time_unix_nano for e in s.events] for s in every]
+    count = max(1, round(spans / len(every)))
+    size = 0
+    with path.open("wb") as out:
+        for k in range(count):
+            shift = k * COPY_EVERY_NS
+            for span, (trace_id, start, end), times in zip(every, base, events, strict=True):
+                salted = int.from_bytes(trace_id, "big") ^ (k << 64)
+                span.trace_id = salted.to_bytes(16, "big")
+                span.start_time_unix_nano, span.end_time_unix_nano = start + shift, end + shift
+                for event, at in zip(span.events, times, strict=True):
+                    event.time_unix_nano = at + shift
+            for request in requests:
+                body = request.SerializeToString()
+                out.write(len(body).to_bytes(4, "big") + body)
+                size += 4 + len(body)
+    return count * len(every), size
 
 
 def memory_child(path: str, openmetrics: str) -> None:
@@ -205,16 +232,16 @@ def memory(args: argparse.Namespace) -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for wanted in args.spans:
-            path = Path(tmp, "traces.json.gz")
+            path = Path(tmp, "traces.binpb" if args.format == "proto" else "traces.json.gz")
             started = time.monotonic()
-            spans, size = stored_stream(path, wanted)
+            spans, size = stored_stream(path, wanted, proto=args.format == "proto")
             compressed = path.stat().st_size
             result = replay_memory(path, Path(tmp, "backfill.om"))
             assert result["code"] == 0 and result["spans"] == spans, result
             row = {
                 "spans": spans,
-                "json_bytes": size,
-                "gzip_bytes": compressed,
+                "bytes": size,
+                "file_bytes": compressed,
                 "turns": result["turns"],
                 "rss_before_mib": round(result["rss_before_kib"] / 1024, 1),
                 "peak_rss_mib": round(result["peak_kib"] / 1024, 1),
@@ -223,10 +250,12 @@ def memory(args: argparse.Namespace) -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
             path.unlink()
-    report = {"stream": "bench_service.py realistic, file exporter JSON, gzip", "runs": rows}
+    layout = "format: proto" if args.format == "proto" else "JSON, gzip"
+    report = {"stream": f"bench_service.py realistic, file exporter {layout}", "runs": rows}
     print(json.dumps(report, indent=2))
     if args.out:
-        Path(args.out, "replay-memory.json").write_text(json.dumps(report, indent=2) + "\n")
+        name = f"replay-memory-{args.format}.json"
+        Path(args.out, name).write_text(json.dumps(report, indent=2) + "\n")
 
 
 def false_alarms(args: argparse.Namespace) -> None:
@@ -288,7 +317,8 @@ def main() -> None:
     m.add_argument(
         "--spans", type=int, nargs="+", default=[100_000, 1_000_000], help="file sizes (spans)"
     )
-    m.add_argument("--out", help="directory for replay-memory.json")
+    m.add_argument("--format", choices=("json", "proto"), default="json")
+    m.add_argument("--out", help="directory for replay-memory-FORMAT.json")
     f = sub.add_parser("false-alarms")
     f.add_argument("--seeds", type=int, default=2000)
     f.add_argument("--alpha", type=float, default=0.05)
