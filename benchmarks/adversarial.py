@@ -232,17 +232,29 @@ async def burst(service: Service, n: int = 1000) -> tuple[bool, dict[str, Any]]:
     return ok == n and counted == n, {"answered_200": ok, "counted": counted, "sent": n}
 
 
-async def slowloris(service: Service, n: int = 1000) -> tuple[bool, dict[str, Any]]:
-    """``n`` connections that send a header line a second and never finish their headers."""
+async def slowloris(
+    service: Service, n: int = 1000, opened: asyncio.Event | None = None
+) -> tuple[bool, dict[str, Any]]:
+    """``n`` connections that send a header line a second and never finish their headers;
+    ``opened`` is set once each has connected (or failed to)."""
     host, port = _host_port(service.http)
     started = time.monotonic()
     limit = HEADER_TIMEOUT + 5.0
+    tried = 0
+
+    def counted() -> None:
+        nonlocal tried
+        tried += 1
+        if tried == n and opened is not None:
+            opened.set()
 
     async def one() -> float | None:
         try:
             reader, writer = await asyncio.open_connection(host, port)
         except OSError:
+            counted()
             return None
+        counted()
         try:
             writer.write(b"POST /v1/traces HTTP/1.1\r\nHost: loopwatch\r\n")
             while time.monotonic() - started < limit:

@@ -66,9 +66,10 @@ def test_slowloris_is_closed_at_the_header_deadline_while_a_good_client_exports(
     service: Service,
 ) -> None:
     async def scenario() -> tuple[dict[str, float], list[int | None]]:
-        attack = asyncio.ensure_future(slowloris(service, 1000))
+        opened = asyncio.Event()
+        attack = asyncio.ensure_future(slowloris(service, 1000, opened))
         statuses = []
-        await asyncio.sleep(0.5)
+        await opened.wait()  # the good client exports while all 1,000 are held open
         n = 0
         while not attack.done():
             body = good_body(200_000 + n, "steady")
