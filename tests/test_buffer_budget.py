@@ -21,7 +21,7 @@ from loopwatch.core.records import Link
 from loopwatch.core.spans import SpanView
 from loopwatch.metrics import LoopwatchMetrics
 from loopwatch.service.pipeline import Pipeline
-from tests.test_bounds import CountingSink
+from tests.test_memory_bounds import CountingSink
 from tests.test_service_pipeline import DECLARED, rootless, tickets
 
 MB = 1024 * 1024
