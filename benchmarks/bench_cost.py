@@ -1,6 +1,6 @@
 """What loopwatch costs in process, and whether any cost grows with the size of a trace.
 
-    .venv/bin/python benchmarks/bench_cost.py worker [--baseline REV] [--rounds 5]
+    .venv/bin/python benchmarks/bench_cost.py worker [--baseline REV] [--public] [--rounds 5]
     .venv/bin/python benchmarks/bench_cost.py host [--baseline REV] [--rates 1000,5000] [--rounds 7]
     .venv/bin/python benchmarks/bench_cost.py flat [--sizes 10,100,1000,10000] [--rounds 3]
     .venv/bin/python benchmarks/bench_cost.py stages [--rounds 5]
@@ -15,6 +15,8 @@ subcommand prints how long it took, in wall-clock and in its children's CPU time
 worker: CPU time of the worker thread (time.thread_time) per span, span starts included, on
   the realistic GenAI mix (streams.py: three conventions, 15-30 attributes a span), on plain
   web spans that no GenAI span hangs under, and on the whole mix. Goals: <= 15 us and <= 3 us.
+  ``--public`` adds the same streams read through ReadableSpan's public API instead of the
+  SDK's fields (sdk_fields: what loopwatch falls back to on an SDK that keeps them otherwise).
 host: a CPU-bound host (a loop of pure-Python work) that also emits the mix at a fixed span
   rate: its work done per second with BatchSpanProcessor and loopwatch, over its work with
   BatchSpanProcessor alone. Both setups live in one child and take turns in short segments
@@ -111,7 +113,11 @@ def _worker_stream(name: str) -> Callable[[Any], None]:
     }[name]
 
 
-def child_worker(name: str, repeat: int) -> dict[str, Any]:
+def child_worker(name: str, repeat: int, public: bool = False) -> dict[str, Any]:
+    if public:  # the reader loopwatch falls back to when the SDK's span fields are not as expected
+        from loopwatch import sdk_fields
+
+        sdk_fields.use_public_api(True)
     events = _record_events(_worker_stream(name))
     spans = _ends(events)
     ns = statistics.median(_drain_ns(events) for _ in range(repeat))
@@ -149,8 +155,8 @@ def child_stages(repeat: int) -> dict[str, Any]:
                 ]
                 t1 = clock()
                 for item in items:
-                    if type(item) is not tuple:
-                        p._plain(item)
+                    if len(item) == 5:
+                        p._plain(*item)
                     elif len(item) == 1:
                         p._started(item[0])
                     else:
@@ -171,7 +177,7 @@ def child_stages(repeat: int) -> dict[str, Any]:
     for e in events:
         if not isinstance(e, tuple):
             read = p._ended(e)
-            by_kind.setdefault(kind_of(read[2]) if type(read) is tuple else "plain", []).append(e)
+            by_kind.setdefault(kind_of(read[2]) if len(read) == 3 else "plain", []).append(e)
     p.shutdown()
     for kind, ended in by_kind.items():
         times = []
@@ -406,11 +412,15 @@ def med(rows: list[dict[str, Any]], key: str) -> float:
 
 
 def worker(args: argparse.Namespace, keep: list[Any]) -> dict[str, Any]:
+    streams = ("genai", "plain", "mix", "handrolled")
     cells = [
         (f"{code.label}/{stream}", code, ("worker", stream, "5"))
         for code in codes(args.baseline, keep)
-        for stream in ("genai", "plain", "mix", "handrolled")
+        for stream in streams
     ]
+    if args.public:
+        current = codes(None, keep)[0]
+        cells += [(f"public API/{s}", current, ("worker", s, "5", "public")) for s in streams]
     rows = interleaved(args.rounds, cells)
     report: dict[str, Any] = {}
     for name, r in rows.items():
@@ -481,7 +491,7 @@ def _children_cpu() -> float:
 def child(argv: list[str]) -> dict[str, Any]:
     kind, rest = argv[0], argv[1:]
     if kind == "worker":
-        return child_worker(rest[0], int(rest[1]))
+        return child_worker(rest[0], int(rest[1]), rest[2:] == ["public"])
     if kind == "host":
         return child_host(float(rest[0]), float(rest[1]), int(rest[2]))
     if kind == "flat":
@@ -501,6 +511,11 @@ def main() -> int:
     parser.add_argument("what", choices=["worker", "host", "flat", "stages", "all"])
     parser.add_argument("--baseline", help="git revision to measure too (worker, host)")
     parser.add_argument("--rounds", type=int, help="worker: 5, host: 7, flat: 3, stages: 5")
+    parser.add_argument(
+        "--public",
+        action="store_true",
+        help="worker: also read spans through the public ReadableSpan API (the fallback)",
+    )
     parser.add_argument(
         "--seconds", type=float, default=4.0, help="host: CPU seconds per setup and round"
     )

@@ -47,9 +47,9 @@ def _incidents() -> str:
 
 
 def test_the_installed_sdk_is_read_from_its_fields() -> None:
-    assert sdk_fields.mismatch(sdk_fields.fields_reader()) is None
+    assert sdk_fields.mismatch() is None
     processor = LoopwatchSpanProcessor(config=Config(), registry=CollectorRegistry())
-    assert processor._read is not PUBLIC
+    assert processor._span_view is sdk_fields.FAST.view
     processor.shutdown()
 
 
@@ -57,7 +57,7 @@ def test_the_installed_sdk_is_read_from_its_fields() -> None:
 @pytest.mark.parametrize("name", sorted(STREAMS))
 def test_the_public_api_exports_the_golden_metrics(name: str) -> None:
     processor = LoopwatchSpanProcessor(config=Config(), registry=CollectorRegistry())
-    assert processor._read is PUBLIC
+    assert processor._span_view is PUBLIC.view
     processor.shutdown()
     got = in_process(name)
     assert got.splitlines() == (GOLDEN / f"{name}-processor.txt").read_text().splitlines()
@@ -77,8 +77,9 @@ def test_the_public_api_counts_the_incidents_as_the_fields_do() -> None:
 def test_a_renamed_field_fails_the_check_once_and_the_public_api_counts(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """As if an SDK release renamed ReadableSpan._context: the check fails at the first
-    processor, one warning says so, and every processor reads through the public API."""
+    """As if an SDK release renamed ReadableSpan._context (the field reader reads what FIELDS
+    says): the check fails at the first processor, one warning says so, and every processor
+    reads through the public API."""
     fields = _incidents()
     monkeypatch.setitem(sdk_fields.FIELDS, "context", "_span_context")
     monkeypatch.setattr(sdk_fields, "_checked", None)  # as in a new process
@@ -95,13 +96,27 @@ def test_a_renamed_field_fails_the_check_once_and_the_public_api_counts(
     assert public.splitlines() == fields.splitlines()
 
 
+def test_the_field_reader_reads_what_fields_lists() -> None:
+    """The check looks up FIELDS: the field reader must read nothing private beyond it."""
+    listed = {name for path in sdk_fields.FIELDS.values() for name in path.split(".")}
+    read = set()
+    for fn in (*sdk_fields.FAST, sdk_fields._readable):
+        code = fn.__code__
+        names = {*code.co_names, *(c for c in code.co_consts if isinstance(c, str))}
+        read |= {n for n in names if n.startswith("_") and n not in vars(sdk_fields)}
+    assert read == listed
+
+
 def test_a_check_that_cannot_run_falls_back_without_raising(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.delitem(sdk_fields.FIELDS, "status.description")
+    def broken() -> None:
+        raise RuntimeError("no TracerProvider here")
+
+    monkeypatch.setattr(sdk_fields, "_probe", broken)
     monkeypatch.setattr(sdk_fields, "_checked", None)
     with caplog.at_level(logging.WARNING, logger="loopwatch"):
         processor = LoopwatchSpanProcessor(config=Config(), registry=CollectorRegistry())
     processor.shutdown()
-    assert processor._read is PUBLIC
+    assert processor._span_view is PUBLIC.view
     assert [r.levelno for r in caplog.records if r.name == "loopwatch"] == [logging.WARNING]

@@ -46,15 +46,14 @@ _BATCH = 4096  # queued starts and ends
 # 1,000 spans/s, and the agent kept 0.78 of its work at 5,000 spans/s rather than 0.84.
 _CHUNK = 256
 _SWEEP_SECONDS = 1.0
+Plain = tuple[int, int, int | None, Resource | None, ReadableSpan]
 
 
 def span_view(span: ReadableSpan, service: str | None = None) -> SpanView:
     """An SDK span as the core reads it (``service``: its resource's, when already known)."""
     read = span_reader()
-    _, attributes = read.head(span)
-    if service is None:
-        service = service_of(read.resource(span))
-    return read.view(span, attributes, service)
+    *_, attributes, resource = read.end(span)
+    return read.view(span, attributes, service_of(resource) if service is None else service)
 
 
 class LoopwatchSpanProcessor(SpanProcessor):
@@ -83,8 +82,9 @@ class LoopwatchSpanProcessor(SpanProcessor):
         )
         self._assembler = TurnAssembler(self.config, self.sink)
         # the SDK's span fields where they are as expected (checked once a process), else the
-        # public API: sdk_fields
-        self._read = span_reader()
+        # public API (sdk_fields); each read one attribute away, as the worker calls them per span
+        read = span_reader()
+        self._span_start, self._span_end, self._span_times, self._span_view = read
         self._queue: deque[ReadableSpan | tuple[Span]] = deque()
         self._limit = self.config.queue_spans
         self._batch = min(_BATCH, self._limit // 2)
@@ -195,15 +195,13 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._drained.notify_all()
 
     def _started(self, span: ReadableSpan) -> None:
-        read = self._read
-        trace_id, span_id, parent_id = read.ids(span)
+        trace_id, span_id, parent_id, name, attributes = self._span_start(span)
         if not (trace_id or span_id):
             return  # not a span of a trace
         # inside a turn already: whether it is a turn span itself does not matter (most starts);
         # a local root is inside none
         if parent_id is not None and self._assembler.started_inside(trace_id, span_id, parent_id):
             return
-        name, attributes = read.head(span)
         if may_be_genai(name, attributes, ended=False) and is_turn_span(name, attributes):
             self._assembler.span_started(trace_id, span_id, parent_id, True)
 
@@ -213,27 +211,32 @@ class LoopwatchSpanProcessor(SpanProcessor):
             last = self._resource = (resource, service_of(resource))
         return last[1]
 
-    def _ended(self, span: ReadableSpan) -> tuple[int, str, Record] | ReadableSpan:
+    def _ended(self, span: ReadableSpan) -> tuple[int, str, Record] | Plain:
         """One finished span as ``(trace id, service, record)``; a plain span (no GenAI marker)
-        as itself, for _plain to place in its trace."""
-        read = self._read
-        name, attributes = read.head(span)
+        as ``(trace id, span id, parent id, resource, span)``, for _plain to place in its
+        trace."""
+        trace_id, span_id, parent_id, name, attributes, resource = self._span_end(span)
         if not may_be_genai(name, attributes):
-            return span
-        service = self._service_of(read.resource(span))
-        view = read.view(span, attributes, service)
-        return view.trace_id, service, read_span(view, self.config)
+            return trace_id, span_id, parent_id, resource, span
+        service = self._service_of(resource)
+        view = self._span_view(span, attributes, service)
+        return trace_id, service, read_span(view, self.config)
 
-    def _plain(self, span: ReadableSpan) -> None:
+    def _plain(
+        self,
+        trace_id: int,
+        span_id: int,
+        parent_id: int | None,
+        resource: Resource | None,
+        span: ReadableSpan,
+    ) -> None:
         """A plain span from _ended: only its place in the trace matters, and only when a kept
         span hangs under it or it ends a trace. Most plain spans (a web app's) are neither, and
         get no record at all."""
-        read = self._read
-        trace_id, span_id, parent_id = read.ids(span)
         if self._assembler.needs_link(trace_id, span_id, parent_id):
-            start, end = read.times(span)
+            start, end = self._span_times(span)
             link = Link(span_id, parent_id, start, end)
-            self._assembler.add(trace_id, self._service_of(read.resource(span)), link)
+            self._assembler.add(trace_id, self._service_of(resource), link)
 
     def _drain(self) -> None:
         queue = self._queue
@@ -274,10 +277,11 @@ class LoopwatchSpanProcessor(SpanProcessor):
         started, add, plain = self._started, self._assembler.add, self._plain
         for item in items:
             try:
-                if type(item) is not tuple:
-                    plain(item)
+                size = len(item)  # a start (span,), a record (3) or a plain span (5)
+                if size == 5:
+                    plain(*item)
                     counts[KIND_OTHER] = counts.get(KIND_OTHER, 0) + 1
-                elif len(item) == 1:
+                elif size == 1:
                     started(item[0])
                 else:
                     add(*item)

@@ -5,8 +5,9 @@ Each property of ReadableSpan is a Python call that only returns its field, ``ev
 its list through a Python iterator, BoundedAttributes' mapping costs a Python call a lookup (the
 conventions make a dozen a span) and Status' properties are calls too: the fields are read
 instead (what that saves: benchmarks/README.md). They are private, so their names may change in
-any SDK release: the reader built from FIELDS is compared with the public API on real SDK spans
-before it is used, and a mismatch means the public API (sdk_spans), logged once.
+any SDK release: before the field reader is used, FIELDS (what it reads) is looked up and its
+reads compared with the public API's on real SDK spans; a mismatch means the public API
+(sdk_spans), logged once.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from importlib import metadata
 from operator import attrgetter
 from typing import Any
@@ -35,35 +36,34 @@ from opentelemetry.trace import (
 )
 
 from loopwatch.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
-from loopwatch.sdk_spans import ERROR, NO_EXTRA, OK, PUBLIC, SpanReader
+from loopwatch.sdk_spans import ERROR, NO_EXTRA, OK, PUBLIC, End, SpanReader, Start
 
 log = logging.getLogger("loopwatch")
 
-# ReadableSpan's properties the processor reads, each with the field it returns; then the fields
-# inside three of them: BoundedAttributes' dict, BoundedList's deque (events), Status' two.
+# What the readers below read of an SDK span in place of each ReadableSpan property, as
+# attribute paths (the SDK keeps attributes in a BoundedAttributes around a dict, events in a
+# BoundedList around a deque). The check reads each path on real SDK spans.
 FIELDS: dict[str, str] = {
     "name": "_name",
     "context": "_context",
     "parent": "_parent",
     "start_time": "_start_time",
     "end_time": "_end_time",
-    "status": "_status",
-    "attributes": "_attributes",
-    "events": "_events",
+    "attributes": "_attributes._dict",
+    "events": "_events._dq",
+    "status.status_code": "_status._status_code",
+    "status.description": "_status._description",
     "resource": "_resource",
-    "attributes.dict": "_dict",
-    "events.deque": "_dq",
-    "status.status_code": "_status_code",
-    "status.description": "_description",
 }
-_PROPERTIES = tuple(p for p in FIELDS if "." not in p)
+_PROPERTIES = tuple(dict.fromkeys(p.split(".")[0] for p in FIELDS))
 
 _DIRECT: dict[type, bool] = {}  # span class -> whether its fields are read directly
 _DIRECT_CLASSES = 64  # a process has a handful of span classes; past this, no cache
 
 
 # A span class that overrides one of ReadableSpan's properties may return other than its field,
-# so it is read through its properties; the SDK's own classes leave them as they are.
+# so it is read through its properties; the SDK's own classes leave them as they are. Each
+# reader below tests this first (inline: a call costs as much as the reads).
 def _direct(cls: type) -> bool:
     direct = _DIRECT.get(cls)
     if direct is None:
@@ -75,122 +75,89 @@ def _direct(cls: type) -> bool:
     return direct
 
 
-def fields_reader(fields: Mapping[str, str] = FIELDS) -> SpanReader:
-    """A reader of the fields ``fields`` names. It gives what the public API gives only where the
-    SDK keeps its spans so: see :func:`mismatch`."""
-    readable = _readable(fields["attributes.dict"])
-    return SpanReader(
-        _ids(fields),
-        _head(fields, readable),
-        _resource(fields),
-        _times(fields),
-        _view(fields, readable),
+def _readable(attributes: Any) -> Mapping[str, Any]:
+    inner = getattr(attributes, "_dict", None)
+    if type(inner) is dict:
+        return inner
+    return dict(attributes) if attributes else {}  # a dict of the caller's, say
+
+
+# Two readers, not one: the SDK hands on_start a Span and on_end a ReadableSpan, and CPython
+# specializes each attribute read to one class (a read that sees both takes the slow path).
+def _read_start(span: ReadableSpan) -> Start:
+    if not (_DIRECT.get(type(span)) or _direct(type(span))):
+        return PUBLIC.start(span)
+    # SpanContext is a tuple (trace_id, span_id, is_remote, ...): its properties index it
+    ctx, parent = span._context, span._parent
+    attributes = span._attributes
+    inner = getattr(attributes, "_dict", None)  # _readable, inline: once a span
+    if type(inner) is not dict:
+        inner = dict(attributes) if attributes else {}
+    return (
+        ctx[0] if ctx is not None else 0,
+        ctx[1] if ctx is not None else 0,
+        parent[1] if parent is not None and not parent[2] else None,
+        span._name or "",
+        inner,
     )
 
 
-# Each reader below reads a span of another class (_direct) through the public API.
-def _readable(inner_dict: str) -> Callable[[Any], Mapping[str, Any]]:
-    def readable(attributes: Any) -> Mapping[str, Any]:
-        inner = getattr(attributes, inner_dict, None)
-        if type(inner) is dict:
-            return inner
-        return dict(attributes) if attributes else {}
-
-    return readable
-
-
-def _ids(fields: Mapping[str, str]) -> Callable[[ReadableSpan], tuple[int, int, int | None]]:
-    direct, context_parent = _DIRECT.get, attrgetter(fields["context"], fields["parent"])
-
-    def ids(span: ReadableSpan) -> tuple[int, int, int | None]:
-        if not (direct(type(span)) or _direct(type(span))):
-            return PUBLIC.ids(span)
-        # SpanContext is a tuple (trace_id, span_id, is_remote, ...): its properties index it
-        ctx, parent = context_parent(span)
-        parent_id = parent[1] if parent is not None and not parent[2] else None
-        return (ctx[0], ctx[1], parent_id) if ctx is not None else (0, 0, parent_id)
-
-    return ids
-
-
-def _head(
-    fields: Mapping[str, str], readable: Callable[[Any], Mapping[str, Any]]
-) -> Callable[[ReadableSpan], tuple[str, Mapping[str, Any]]]:
-    direct, name_attributes = _DIRECT.get, attrgetter(fields["name"], fields["attributes"])
-
-    def head(span: ReadableSpan) -> tuple[str, Mapping[str, Any]]:
-        if not (direct(type(span)) or _direct(type(span))):
-            return PUBLIC.head(span)
-        name, attributes = name_attributes(span)
-        return name or "", readable(attributes)
-
-    return head
-
-
-def _resource(fields: Mapping[str, str]) -> Callable[[ReadableSpan], Resource | None]:
-    direct, field = _DIRECT.get, attrgetter(fields["resource"])
-
-    def resource(span: ReadableSpan) -> Resource | None:
-        if not (direct(type(span)) or _direct(type(span))):
-            return PUBLIC.resource(span)
-        found: Resource | None = field(span)
-        return found
-
-    return resource
-
-
-def _times(fields: Mapping[str, str]) -> Callable[[ReadableSpan], tuple[int, int]]:
-    direct, start_end = _DIRECT.get, attrgetter(fields["start_time"], fields["end_time"])
-
-    def times(span: ReadableSpan) -> tuple[int, int]:
-        if not (direct(type(span)) or _direct(type(span))):
-            return PUBLIC.times(span)
-        start, end = start_end(span)
-        return start or 0, end or start or 0
-
-    return times
-
-
-def _view(
-    fields: Mapping[str, str], readable: Callable[[Any], Mapping[str, Any]]
-) -> Callable[[ReadableSpan, Mapping[str, Any], str], SpanView]:
-    direct = _DIRECT.get
-    span_fields = attrgetter(
-        *(fields[p] for p in ("context", "parent", "name", "start_time", "end_time")),
-        *(fields["events"], fields["status"]),
+def _read_end(span: ReadableSpan) -> End:
+    if not (_DIRECT.get(type(span)) or _direct(type(span))):
+        return PUBLIC.end(span)
+    ctx, parent = span._context, span._parent
+    attributes = span._attributes
+    inner = getattr(attributes, "_dict", None)
+    if type(inner) is not dict:
+        inner = dict(attributes) if attributes else {}
+    return (
+        ctx[0] if ctx is not None else 0,
+        ctx[1] if ctx is not None else 0,
+        parent[1] if parent is not None and not parent[2] else None,
+        span._name or "",
+        inner,
+        span._resource,
     )
-    status_fields = attrgetter(fields["status.status_code"], fields["status.description"])
-    inner_deque = fields["events.deque"]
 
-    def view(span: ReadableSpan, attributes: Mapping[str, Any], service: str) -> SpanView:
-        if not (direct(type(span)) or _direct(type(span))):
-            return PUBLIC.view(span, attributes, service)
-        ctx, parent, name, start, end, events, status = span_fields(span)
-        start = start or 0
-        events = getattr(events, inner_deque, None)
-        if type(events) is not deque:  # not the SDK's BoundedList: a tuple, say
-            events = span.events
-        if type(status) is Status:
-            code, description = status_fields(status)
-        else:
-            code, description = status.status_code, status.description
-        return SpanView(
-            ctx[0] if ctx is not None else 0,
-            ctx[1] if ctx is not None else 0,
-            parent[1] if parent is not None and not parent[2] else None,
-            name or "",
-            start,
-            end or start,
-            attributes,
-            tuple(EventView(e.name, readable(e.attributes)) for e in events) if events else (),
-            # identity tests: an Enum member hashes (for a dict lookup) in a Python call
-            STATUS_ERROR if code is ERROR else STATUS_OK if code is OK else STATUS_UNSET,
-            description or "",
-            service,
-            NO_EXTRA,
-        )
 
-    return view
+def _read_times(span: ReadableSpan) -> tuple[int, int]:
+    if not (_DIRECT.get(type(span)) or _direct(type(span))):
+        return PUBLIC.times(span)
+    start = span._start_time or 0
+    return start, span._end_time or start
+
+
+def _read_view(span: ReadableSpan, attributes: Mapping[str, Any], service: str) -> SpanView:
+    if not (_DIRECT.get(type(span)) or _direct(type(span))):
+        return PUBLIC.view(span, attributes, service)
+    ctx, parent = span._context, span._parent
+    start = span._start_time or 0
+    events = getattr(span._events, "_dq", None)
+    if type(events) is not deque:  # not the SDK's BoundedList: a tuple, say
+        events = span.events
+    status = span._status
+    if type(status) is Status:
+        code, description = status._status_code, status._description
+    else:
+        code, description = status.status_code, status.description
+    return SpanView(
+        ctx[0] if ctx is not None else 0,
+        ctx[1] if ctx is not None else 0,
+        parent[1] if parent is not None and not parent[2] else None,
+        span._name or "",
+        start,
+        span._end_time or start,
+        attributes,
+        tuple(EventView(e.name, _readable(e.attributes)) for e in events) if events else (),
+        # identity tests: an Enum member hashes (for a dict lookup) in a Python call
+        STATUS_ERROR if code is ERROR else STATUS_OK if code is OK else STATUS_UNSET,
+        description or "",
+        service,
+        NO_EXTRA,
+    )
+
+
+FAST = SpanReader(_read_start, _read_end, _read_times, _read_view)
 
 
 class _Recorder(SpanProcessor):
@@ -251,14 +218,16 @@ def _probe() -> list[ReadableSpan]:
     return recorder.spans
 
 
-def mismatch(reader: SpanReader) -> str | None:
-    """What ``reader`` reads differently from the public API on real SDK spans; None when it
-    reads every span the same."""
+def mismatch(reader: SpanReader = FAST) -> str | None:
+    """What ``reader`` reads differently from the public API on real SDK spans, or a FIELDS
+    path they lack; None when there is nothing."""
     try:
         spans = _probe()
         if not spans:
             return "no probe span recorded (OTEL_SDK_DISABLED?)"
         for span in spans:
+            for path in FIELDS.values():
+                attrgetter(path)(span)  # an AttributeError where the SDK has renamed one
             for what in SpanReader._fields:
                 got, want = (_read(r, what, span) for r in (reader, PUBLIC))
                 if got != want:
@@ -270,7 +239,7 @@ def mismatch(reader: SpanReader) -> str | None:
 
 def _read(reader: SpanReader, what: str, span: ReadableSpan) -> Any:
     if what == "view":
-        return reader.view(span, reader.head(span)[1], "probe")
+        return reader.view(span, reader.end(span)[4], "probe")
     return getattr(reader, what)(span)
 
 
@@ -297,8 +266,8 @@ def span_reader() -> SpanReader:
     with _lock:
         if _checked is None:
             try:
-                problem = mismatch(fields_reader())
-            except Exception as e:  # a FIELDS entry missing, say: not raised into the host
+                problem = mismatch()
+            except Exception as e:  # not raised into the host, whatever it is
                 problem = f"{type(e).__name__}: {e}"
             if problem is not None:
                 log.warning(
@@ -307,7 +276,7 @@ def span_reader() -> SpanReader:
                     _sdk_version(),
                     problem,
                 )
-            _checked = PUBLIC if problem is not None else fields_reader()
+            _checked = PUBLIC if problem is not None else FAST
         return _checked
 
 

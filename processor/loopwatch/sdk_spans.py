@@ -15,20 +15,22 @@ from loopwatch.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventVie
 
 NO_EXTRA: Mapping[str, Any] = MappingProxyType({})  # not a new dict per span (the default)
 ERROR, OK = StatusCode.ERROR, StatusCode.OK
+Start = tuple[int, int, int | None, str, Mapping[str, Any]]
+End = tuple[int, int, int | None, str, Mapping[str, Any], Resource | None]
 
 
 class SpanReader(NamedTuple):
     """The reads the processor makes of a span, each one call.
 
-    ``ids``: (trace id, span id, parent id), the parent's None for a local root and both ids 0
-    without a context. ``head``: (name, attributes), the attributes a dict. ``times``: (start,
-    end), the end the start where unset. ``view``: the whole span, its ``head`` attributes and
-    service given.
+    ``start``: what the worker reads of a started span, (trace id, span id, parent id, name,
+    attributes): the parent's None for a local root, both ids 0 without a context, the
+    attributes a dict. ``end``: the same of a finished span, and its resource. ``times``:
+    (start, end), the end the start where unset. ``view``: the whole span, its ``end``
+    attributes and service given.
     """
 
-    ids: Callable[[ReadableSpan], tuple[int, int, int | None]]
-    head: Callable[[ReadableSpan], tuple[str, Mapping[str, Any]]]
-    resource: Callable[[ReadableSpan], Resource | None]
+    start: Callable[[ReadableSpan], Start]
+    end: Callable[[ReadableSpan], End]
     times: Callable[[ReadableSpan], tuple[int, int]]
     view: Callable[[ReadableSpan, Mapping[str, Any], str], SpanView]
 
@@ -46,14 +48,15 @@ def _ids(span: ReadableSpan) -> tuple[int, int, int | None]:
     return ctx.trace_id, ctx.span_id, parent_id
 
 
-def _head(span: ReadableSpan) -> tuple[str, Mapping[str, Any]]:
+def _start(span: ReadableSpan) -> Start:
+    trace_id, span_id, parent_id = _ids(span)
     attributes = span.attributes
     # a copy: the conventions make a dozen lookups, each a Python call on the SDK's mapping
-    return span.name or "", dict(attributes) if attributes else {}
+    return trace_id, span_id, parent_id, span.name or "", dict(attributes) if attributes else {}
 
 
-def _resource(span: ReadableSpan) -> Resource | None:
-    return span.resource
+def _end(span: ReadableSpan) -> End:
+    return (*_start(span), span.resource)
 
 
 def _times(span: ReadableSpan) -> tuple[int, int]:
@@ -85,4 +88,4 @@ def _view(span: ReadableSpan, attributes: Mapping[str, Any], service: str) -> Sp
     )
 
 
-PUBLIC = SpanReader(_ids, _head, _resource, _times, _view)
+PUBLIC = SpanReader(_start, _end, _times, _view)
