@@ -5,6 +5,7 @@
                                                      [--out DIR]
     .venv/bin/python benchmarks/bench_replay.py memory [--spans 100000 1000000 ...]
                                                        [--format json|proto] [--out DIR]
+    .venv/bin/python benchmarks/bench_replay.py json-split [--copies 40] [--rounds 3]
     .venv/bin/python benchmarks/bench_replay.py false-alarms [--seeds 2000] [--out DIR]
 
 rate: bench_service.py's realistic stream (spans with 15-30 attributes, fresh ids and values in
@@ -16,6 +17,9 @@ go into ``loopwatch serve`` over gRPC from two driver processes (bench_service.p
 ``pre_into_service``), its CPU-seconds measured the same way. Interleaved rounds, medians, and
 each replay's ratio to the service's spans per CPU-second: the machine is shared, so the ratio
 is the figure.
+
+json-split: where the CPU of reading that stream's file exporter JSON goes, per span: Python's
+json, freeing the parsed document, the conversion to span views, and the pipeline after it.
 
 memory: the peak memory of ``loopwatch replay FILE --openmetrics OUT`` over files of that
 stream's spans as a long stored period would hold them (copies in time order, each under new
@@ -134,6 +138,51 @@ def rate(args: argparse.Namespace) -> None:
     print(json.dumps(report, indent=2))
     if args.out:
         Path(args.out, "replay-rate.json").write_text(json.dumps(report, indent=2) + "\n")
+
+
+# -- where a JSON replay's CPU goes -------------------------------------------------------------
+def json_split(args: argparse.Namespace) -> None:
+    """The stages of reading the file exporter's JSON, each timed alone on the same lines:
+    Python's json, freeing the parsed document, the conversion to span views, the pipeline."""
+    from dataclasses import replace
+
+    from benchmarks.bench_service import CONFIG
+    from loopwatch.history.formats import fast_views
+    from loopwatch.history.replay import Replay, own_process
+    from loopwatch.history.report import Report, ReportSink
+    from tests.test_replay_support import timed_copies
+
+    lines = [
+        collector_json_line(ExportTraceServiceRequest.FromString(body))
+        for body in realistic_requests(args.turns, seed=1)
+    ]
+    rows: dict[str, list[float]] = {}
+    spans = 0
+    for _ in range(args.rounds):
+        took = dict.fromkeys(("json.loads", "free the document", "span views", "pipeline"), 0.0)
+        with own_process():
+            replay = Replay(replace(CONFIG, grace_seconds=60.0), ReportSink(Report(), None))
+            spans = 0
+            for line in timed_copies(lines, args.copies, COPY_EVERY_NS):
+                t0 = time.process_time()
+                document = json.loads(line)
+                t1 = time.process_time()
+                views = fast_views(document)[0]
+                t2 = time.process_time()
+                del document
+                t3 = time.process_time()
+                replay.feed(views)
+                t4 = time.process_time()
+                spans += len(views)
+                for stage, seconds in zip(took, (t1 - t0, t3 - t2, t2 - t1, t4 - t3), strict=True):
+                    took[stage] += seconds
+            replay.finish()
+        for stage, seconds in took.items():
+            rows.setdefault(stage, []).append(seconds / spans * 1e6)
+        print(", ".join(f"{k} {v[-1]:.1f}" for k, v in rows.items()) + " us a span", flush=True)
+    medians = {k: round(statistics.median(v), 1) for k, v in rows.items()}
+    report = {"spans": spans, "microseconds_per_span": medians, "rounds": rows}
+    print(json.dumps(report, indent=2))
 
 
 # -- memory ---------------------------------------------------------------------------------------
@@ -313,6 +362,10 @@ def main() -> None:
     r.add_argument("--copies", type=int, default=10)
     r.add_argument("--rounds", type=int, default=3)
     r.add_argument("--out", help="directory for replay-rate.json")
+    j = sub.add_parser("json-split")
+    j.add_argument("--turns", type=int, default=150, help="turns in the stream before copying")
+    j.add_argument("--copies", type=int, default=40)
+    j.add_argument("--rounds", type=int, default=3)
     m = sub.add_parser("memory")
     m.add_argument(
         "--spans", type=int, nargs="+", default=[100_000, 1_000_000], help="file sizes (spans)"
@@ -324,7 +377,8 @@ def main() -> None:
     f.add_argument("--alpha", type=float, default=0.05)
     f.add_argument("--out", help="directory for compare-false-alarms.json")
     args = parser.parse_args()
-    {"rate": rate, "memory": memory, "false-alarms": false_alarms}[args.command](args)
+    commands = {"rate": rate, "json-split": json_split, "memory": memory}
+    {**commands, "false-alarms": false_alarms}[args.command](args)
 
 
 if __name__ == "__main__":
