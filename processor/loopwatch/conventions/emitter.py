@@ -45,7 +45,7 @@ def _content_on(attrs: Mapping[str, Any]) -> tuple[bool, bool]:
     return False, False
 
 
-def _no_messages(attrs: Mapping[str, Any]) -> Held | None:
+def no_messages(attrs: Mapping[str, Any]) -> Held | None:
     return None
 
 
@@ -59,8 +59,11 @@ class Emitter:
     default)."""
 
     family: Family
-    # the kind a span's name (and shape) gives it where no marker attribute does
+    # the kind a span's name (and shape) gives it where no marker attribute does; asked only of
+    # a span whose name starts with one of name_hints or that has one of attribute_hints
     kind_by_name: Callable[[str, Mapping[str, Any]], int] = no_kind
+    name_hints: tuple[str, ...] = ()
+    attribute_hints: tuple[str, ...] = ()
     # a tool's name where no attribute holds it (in the span name)
     tool_name: Callable[[SpanView], str | None] = _no_name
     # (arguments, result) where no attribute holds them (span events, other fields)
@@ -72,7 +75,7 @@ class Emitter:
     # a turn's agent where no attribute names it (the span name)
     turn_agent: Callable[[SpanView], str | None] = _no_name
     # a model call's messages, kept unread; and the reader for them
-    held_messages: Callable[[Mapping[str, Any]], Held | None] = _no_messages
+    held_messages: Callable[[Mapping[str, Any]], Held | None] = no_messages
     read_messages: ReadMessages = _unread
 
     @property

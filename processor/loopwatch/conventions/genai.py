@@ -147,6 +147,7 @@ EMITTER = Emitter(
         result=(*GENAI.result, adk.RESULT),
     ),
     kind_by_name=_kind_by_name,
+    name_hints=(*TOOL_NAME_PREFIXES, *TOOL_SPAN_NAMES, *TURN_NAME_PREFIXES, *TURN_SPAN_NAMES),
     tool_name=_tool_name,
     payloads=_payloads,
     errors=_errors,

@@ -47,6 +47,7 @@ def error_text(error: Any) -> str:
 EMITTER = Emitter(
     Family(name="logfire"),
     kind_by_name=_kind_by_name,
+    name_hints=(FUNCTION_SPAN,),
     tool_name=_tool_name,
     payloads=_payloads,
     errors=_errors,

@@ -56,4 +56,9 @@ def _tool_name(span: SpanView) -> str:
     return _after_method(span.name) or "unknown"
 
 
-EMITTER = Emitter(MCP, kind_by_name=_kind_by_name, tool_name=_tool_name)
+EMITTER = Emitter(
+    MCP,
+    kind_by_name=_kind_by_name,
+    name_hints=(NAME_PREFIX, _SDK_NAME_PREFIX),
+    tool_name=_tool_name,
+)

@@ -165,6 +165,7 @@ def _tool_calls(attrs: Mapping[str, Any], prefix: str, message: Message) -> None
 EMITTER = Emitter(
     OPENINFERENCE,
     kind_by_name=_kind_by_name,
+    attribute_hints=("metadata",),
     turn_agent=_turn_agent,
     held_messages=held_messages,
     read_messages=read_messages,

@@ -39,6 +39,7 @@ from loopwatch.conventions.emitter import (
     first,
     first_text,
     no_kind,
+    no_messages,
 )
 from loopwatch.conventions.error_texts import error_type_in_text, openai_agents_error_text
 from loopwatch.conventions.family import ANY
@@ -71,18 +72,17 @@ EMITTERS = (
     vercel_ai.EMITTER,
 )
 
-# Every attribute a marker tests: a span with none of them, and whose name marks no kind, is a
-# plain span (a Link) without reading further. Keep in step with the emitters' kind_by_name.
+# Every attribute a marker tests, and the span-name prefixes and attributes the emitters'
+# kind_by_name may mark a span by: a span with none of them is a plain span (a Link) without
+# reading further.
+_ATTRIBUTE_HINTS = tuple(dict.fromkeys(a for e in EMITTERS for a in e.attribute_hints))
 _MARKER_KEYS = frozenset(
-    key for e in EMITTERS for key, _ in (*e.family.tool, *e.family.turn, *e.family.llm)
+    (
+        *(key for e in EMITTERS for key, _ in (*e.family.tool, *e.family.turn, *e.family.llm)),
+        *_ATTRIBUTE_HINTS,
+    )
 )
-_MARKER_NAME_PREFIXES = (
-    *genai.TOOL_NAME_PREFIXES,
-    *genai.TURN_NAME_PREFIXES,
-    mcp.NAME_PREFIX,
-    "MCP ",  # the MCP SDK's own spans (mcp.method.name marks them too)
-)
-_MARKER_NAMES = genai.TOOL_SPAN_NAMES | genai.TURN_SPAN_NAMES | {logfire.FUNCTION_SPAN}
+_NAME_HINTS = tuple(dict.fromkeys(h for e in EMITTERS for h in e.name_hints))
 
 
 # Attributes read_span never looks at, by prefix: what instrumentations write in bulk (messages,
@@ -137,7 +137,7 @@ def may_be_genai(name: str, attributes: Mapping[str, Any], *, ended: bool = True
         for key in _MARKER_KEYS:
             if key in attributes:
                 return True
-    return name.startswith(_MARKER_NAME_PREFIXES) or name in _MARKER_NAMES
+    return name.startswith(_NAME_HINTS)
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ def _reading(emitter: Emitter) -> _Reading:
     messages = {
         e.held_messages: e.read_messages
         for e in (emitter, *EMITTERS)
-        if e.held_messages is not Emitter.held_messages
+        if e.held_messages is not no_messages
     }
     return _Reading(
         emitter,
@@ -230,13 +230,21 @@ def _choose(name: str, attrs: Mapping[str, Any]) -> tuple[int, _Reading | None]:
                 if hit[0] == TOOL:
                     return hit
                 kind, reading = hit
-    for named in _NAMED:
-        by_name = named.emitter.kind_by_name(name, attrs)
-        if by_name < kind:
-            kind, reading = by_name, named
-            if kind == TOOL:
-                break
+    if name.startswith(_NAME_HINTS) or _has_attribute_hint(attrs):
+        for named in _NAMED:
+            by_name = named.emitter.kind_by_name(name, attrs)
+            if by_name < kind:
+                kind, reading = by_name, named
+                if kind == TOOL:
+                    break
     return kind, reading
+
+
+def _has_attribute_hint(attrs: Mapping[str, Any]) -> bool:
+    for key in _ATTRIBUTE_HINTS:  # noqa: SIM110 (any() over a generator costs more here)
+        if key in attrs:
+            return True
+    return False
 
 
 def is_tool_span(span: SpanView) -> bool:
@@ -250,6 +258,8 @@ def is_turn_span(name: str, attributes: Mapping[str, Any]) -> bool:
             got = attributes.get(key)
             if got is not None and (value == ANY or got == value):
                 return True
+    if not (name.startswith(_NAME_HINTS) or _has_attribute_hint(attributes)):
+        return False
     return any(r.emitter.kind_by_name(name, attributes) == TURN for r in _NAMED)
 
 
