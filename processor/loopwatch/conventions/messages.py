@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Container, Mapping
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,17 +75,7 @@ def conversation(
             break
     limit = config.max_spans_per_turn
     asked, answers, position, unmatched = _history(inputs[first + 1 :], limit)
-    requested: dict[str, tuple[str, Any]] = {}
-    without_id = over_limit = 0
-    for message in outputs or ():
-        for call_id, tool, arguments in message.calls:
-            if len(asked) + len(requested) < limit:
-                key = _call_id(call_id, asked, requested, position)
-                without_id += key != call_id
-                requested[key] = (tool, arguments)
-            else:
-                over_limit += 1
-            position += 1
+    requested, without_id, over_limit = _requested(outputs or (), asked, limit, position)
 
     asked_ids = {c: call_span_id(c) for c in asked}
 
@@ -153,6 +143,25 @@ def _history(
             elif answer_id not in answers:
                 answers[answer_id] = (result[1], result[2])
     return asked, answers, position, unmatched
+
+
+def _requested(
+    outputs: Sequence[Message], asked: dict[str, tuple[str, Any]], limit: int, position: int
+) -> tuple[dict[str, tuple[str, Any]], int, int]:
+    """The calls the model asks for in its answer ``{call id: (tool, arguments)}``, how many had
+    no id (or one already taken) and how many fell past ``limit``."""
+    requested: dict[str, tuple[str, Any]] = {}
+    without_id = over_limit = 0
+    for message in outputs:
+        for call_id, tool, arguments in message.calls:
+            if len(asked) + len(requested) < limit:
+                key = _call_id(call_id, asked, requested, position)
+                without_id += key != call_id
+                requested[key] = (tool, arguments)
+            else:
+                over_limit += 1
+            position += 1
+    return requested, without_id, over_limit
 
 
 def _call_id(
