@@ -24,9 +24,10 @@ class SpanReader(NamedTuple):
 
     ``start``: what the worker reads of a started span, (trace id, span id, parent id, name,
     attributes): the parent's None for a local root, both ids 0 without a context, the
-    attributes a dict. ``end``: the same of a finished span, and its resource. ``times``:
-    (start, end), the end the start where unset. ``view``: the whole span, its ``end``
-    attributes and service given.
+    attributes for lookups only (another thread may still be setting them). ``end``: the same
+    of a finished span, the attributes a dict, and its resource. ``times``: (start, end), the
+    end the start where unset. ``view``: the whole span, its ``end`` attributes and service
+    given.
     """
 
     start: Callable[[ReadableSpan], Start]
@@ -50,13 +51,16 @@ def _ids(span: ReadableSpan) -> tuple[int, int, int | None]:
 
 def _start(span: ReadableSpan) -> Start:
     trace_id, span_id, parent_id = _ids(span)
-    attributes = span.attributes
-    # a copy: the conventions make a dozen lookups, each a Python call on the SDK's mapping
-    return trace_id, span_id, parent_id, span.name or "", dict(attributes) if attributes else {}
+    attributes = span.attributes  # a few lookups, most starts none: not worth a copy
+    return trace_id, span_id, parent_id, span.name or "", {} if attributes is None else attributes
 
 
 def _end(span: ReadableSpan) -> End:
-    return (*_start(span), span.resource)
+    trace_id, span_id, parent_id = _ids(span)
+    attributes = span.attributes
+    # a copy: the conventions make a dozen lookups, each a Python call on the SDK's mapping
+    readable = dict(attributes) if attributes else {}
+    return trace_id, span_id, parent_id, span.name or "", readable, span.resource
 
 
 def _times(span: ReadableSpan) -> tuple[int, int]:
