@@ -207,7 +207,8 @@ def instrument_frameworks(provider: Any) -> list[str]:
     try:
         from loopwatch.mcp_tracing import instrument_mcp  # it imports this module
 
-        if instrument_mcp():
+        # (named "mcp" in OTEL_PYTHON_DISABLED_INSTRUMENTATIONS, as OpenLLMetry's instrumentor is)
+        if "mcp" not in disabled_names() and instrument_mcp():
             done.append("mcp")
     except Exception as e:
         log.warning("loopwatch: could not trace MCP tool calls: %s", e)
