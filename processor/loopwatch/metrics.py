@@ -20,8 +20,9 @@ from loopwatch.families import Family
 from loopwatch.version import VERSION
 
 BOUNDED_LABELS = SPAN_LABELS
-SERIES_LIMIT = Config.series_limit  # per family: /metrics stays under ~40 MB (exposition_bound)
-LABEL_CHARS = Config.label_chars  # per label value
+# the defaults, read on an instance (compiled, Config's class holds no field defaults)
+SERIES_LIMIT = Config().series_limit  # per family: /metrics stays under ~40 MB (exposition_bound)
+LABEL_CHARS = Config().label_chars  # per label value
 _HASH_CHARS = 8
 
 

@@ -154,7 +154,10 @@ def attributes(pairs: Iterable[Any], skip: tuple[str, ...] = ()) -> dict[str, An
 # cost more to hash than it saves).
 SEEN_ENTRIES = 8192
 SEEN_BYTES = 128
-_SKIPPED = ("", None)
+# Not kept: the mark is the value, compared by identity (no attribute value is it). Not the
+# tuple's identity: compiled, a tuple is rebuilt each time it is passed around.
+_NOT_KEPT = object()
+_SKIPPED: tuple[str, Any] = ("", _NOT_KEPT)
 _SEEN: dict[bytes, tuple[str, Any]] = {}
 _SHAREABLE = (str, int, float, bool, bytes, type(None))  # immutable: one value, many spans
 # Serialized keys (UTF-8) met before: -1 for a key the conventions may read; for an unread one,
@@ -221,7 +224,7 @@ def span_attributes(raw: Iterable[bytes]) -> dict[str, Any]:
         got = seen.get(kv)  # a long one is never there, and hashing it costs less than a call
         if got is None:
             got = _key_value(kv)
-        if got is not _SKIPPED:
+        if got[1] is not _NOT_KEPT:
             out[got[0]] = got[1]
     return out
 

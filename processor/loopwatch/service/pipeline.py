@@ -227,12 +227,15 @@ class Pipeline:
                 self._cond.notify_all()
                 if not self._batches and not self._stopping:
                     self._cond.wait(_GRACE_CHECK_SECONDS)
-                if self._stopping and not self._batches:
-                    break
+                # leaves the loop below, outside the lock: mypyc cannot compile a break out
+                # of a `with` block
+                stop = self._stopping and not self._batches
                 batch = self._batches.popleft() if self._batches else None
                 if batch is not None:
                     self._queued -= len(batch)
                     self._busy = True
+            if stop:
+                break
             if batch is not None:
                 self._add(batch)
             now = self.clock()
