@@ -1,0 +1,111 @@
+"""The build: pure Python by default; ``LOOPWATCH_COMPILE=1`` also compiles the hot modules with
+mypyc into C extensions that sit beside their sources in the same wheel (docs/service.md,
+"The compiled build"). Everything else about the package is in pyproject.toml."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import sysconfig
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = Path(__file__).resolve().parent
+PACKAGE = HERE / "processor" / "loopwatch"
+
+# The hot path: every span goes through these (reading conventions, keys, turn assembly,
+# summaries, metric updates, both span views). Whole folders, so a new core or conventions
+# module is compiled (and checked by mypyc) without anyone remembering to list it.
+COMPILED_FOLDERS = ("core", "conventions")
+# Not processor.py: LoopwatchSpanProcessor is public and may be subclassed, which Python code
+# cannot do to a compiled class; its own part is handing spans to its worker, whose work is in
+# the modules compiled here. Not sdk_fields.py: its start-up check is tested by replacing its
+# probe, and its field reader by reading the reader's bytecode; neither works on C.
+COMPILED_MODULES = (
+    "metrics.py",
+    "families.py",
+    "sdk_spans.py",
+    "service/otlp.py",
+    "service/otlp_lean.py",
+    "service/pipeline.py",
+)
+# Left pure in those folders, and why:
+EXCLUDED = {
+    # mypyc compiles a dataclass's defaults into its C struct, so ``Config.grpc_address`` read
+    # on the class (help texts, the catalog's help strings) would no longer be the default.
+    # Read once at start: nothing to gain.
+    "core/config.py",
+}
+
+
+def compiled_sources() -> list[str]:
+    paths = [p for folder in COMPILED_FOLDERS for p in sorted((PACKAGE / folder).glob("*.py"))]
+    paths += [PACKAGE / name for name in COMPILED_MODULES]
+    return [
+        str(p.relative_to(HERE))
+        for p in paths
+        if p.name != "__init__.py" and str(p.relative_to(PACKAGE)) not in EXCLUDED
+    ]
+
+
+def compile_requested() -> bool:
+    return os.environ.get("LOOPWATCH_COMPILE", "") not in ("", "0")
+
+
+def _missing_toolchain() -> str | None:
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    compiler = os.environ.get("CC", compiler).split()[0]
+    if shutil.which(compiler) is None:
+        return f"no C compiler: {compiler!r} is not on PATH (install gcc, or set CC)"
+    header = Path(sysconfig.get_paths()["include"], "Python.h")
+    if not header.is_file():
+        return f"no Python headers: {header} is missing (install python3-dev)"
+    return None
+
+
+def _mypycify() -> list[Extension]:
+    missing = _missing_toolchain()
+    if missing:
+        sys.exit(
+            f"LOOPWATCH_COMPILE is set, but the compiled build cannot be made: {missing}. "
+            "Unset LOOPWATCH_COMPILE for the pure-Python build."
+        )
+    from mypyc.build import mypycify
+
+    # mypy's settings (strict, the untyped imports) from pyproject.toml; its cache apart from
+    # the one `mypy` keeps for the lint step, which runs with other options
+    os.environ.setdefault("MYPY_CACHE_DIR", str(HERE / "build" / "mypyc-cache"))
+    return list(mypycify(["--config-file", str(HERE / "pyproject.toml"), *compiled_sources()]))
+
+
+# The commands that build the extensions: PEP 517's build_wheel and build_editable run the
+# first two; the rest by hand.
+_BUILDS = {"bdist_wheel", "editable_wheel", "build", "build_ext", "install", "develop"}
+
+
+class BuildCompiled(build_ext):
+    """mypyc runs only when the extensions are built, not each time setup.py is read for the
+    build's requirements or its metadata: it type-checks the whole package first."""
+
+    def finalize_options(self) -> None:
+        if _BUILDS.intersection(sys.argv[1:]):
+            self.distribution.ext_modules = _mypycify()
+        super().finalize_options()
+
+
+def main() -> None:
+    if not compile_requested():
+        setup()
+        return
+    # a stand-in until BuildCompiled runs: it makes the wheel a platform wheel
+    setup(
+        ext_modules=[Extension("loopwatch.core.keys", sources=[])],
+        cmdclass={"build_ext": BuildCompiled},
+    )
+
+
+if __name__ == "__main__":  # as setuptools runs it; tests import it
+    main()
