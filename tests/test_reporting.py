@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from prometheus_client import CollectorRegistry, generate_latest
 
+from loopwatch import compiled
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.core.summary import TurnSummary
@@ -147,7 +148,8 @@ def test_version_and_log_level_in_any_case() -> None:
         text=True,
         timeout=60,
     )
-    assert (out.returncode, out.stdout) == (0, f"loopwatch {VERSION}\n")
+    # and which build runs (this process and the child share the environment that decides)
+    assert (out.returncode, out.stdout) == (0, f"loopwatch {VERSION} ({compiled.describe()})\n")
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     for level in ("warning", "Error", "DEBUG"):

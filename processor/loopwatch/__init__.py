@@ -1,5 +1,7 @@
 """loopwatch: catch LLM-agent tool-call loops from OpenTelemetry spans."""
 
+# first: with LOOPWATCH_PURE_PYTHON set, it makes the imports below find the sources only
+from loopwatch import compiled as _compiled  # noqa: F401
 from loopwatch.core.config import Config, ConfigError, load_config
 from loopwatch.core.declarations import ToolDeclaration, tool
 from loopwatch.core.keys import AttemptKey, attempt_key

@@ -7,6 +7,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from loopwatch import compiled
 from loopwatch.version import VERSION
 
 # subcommand -> (module with add_arguments(parser) and run(args) -> int, help)
@@ -38,8 +39,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = argparse.ArgumentParser(
             prog="loopwatch",
             description="Catch LLM-agent tool-call loops from OpenTelemetry spans.",
+            # the version line as written, never wrapped at the terminal's width
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        parser.add_argument("--version", action="version", version=f"loopwatch {VERSION}")
+        # which build runs, too: the compiled one or pure Python (loopwatch.compiled)
+        build = f" ({compiled.describe()})" if "--version" in args else ""
+        parser.add_argument("--version", action="version", version=f"loopwatch {VERSION}{build}")
         sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
         for name, (_, help_text) in COMMANDS.items():
             sub.add_parser(name, help=help_text, add_help=False)

@@ -1,0 +1,150 @@
+"""The two builds: setup.py compiles the hot modules with mypyc only when LOOPWATCH_COMPILE asks
+(and says clearly when it cannot), LOOPWATCH_PURE_PYTHON runs an installed compiled build's
+sources instead, and `loopwatch --version` says which runs. scripts/test runs the suite on the
+compiled build (PYTHONPATH=build/compiled) and the golden and framework tests again on pure
+Python; the tests that need a compiled build skip without one."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from loopwatch import compiled
+from loopwatch.version import VERSION
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPILED = compiled.compiled_installed()
+needs_compiled = pytest.mark.skipif(not COMPILED, reason="no compiled build on the path")
+
+# what a child reports: its build and the file each of loopwatch's modules came from
+_PROBE = """
+import json, sys
+import loopwatch, loopwatch.processor, loopwatch.service.otlp, loopwatch.service.pipeline
+from loopwatch import compiled
+files = {n: m.__file__ for n, m in sys.modules.items() if n.startswith("loopwatch.")}
+print(json.dumps({"describe": compiled.describe(), "files": files}))
+"""
+
+
+def _setup_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("loopwatch_setup", ROOT / "setup.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # setup() runs only as __main__
+    return module
+
+
+def _probe(**env: str) -> dict[str, Any]:
+    environ = {k: v for k, v in os.environ.items() if k != compiled.PURE_ENV}
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE],
+        env={**environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
+def _version(**env: str) -> str:
+    environ = {k: v for k, v in os.environ.items() if k != compiled.PURE_ENV}
+    out = subprocess.run(
+        [sys.executable, "-m", "loopwatch.cli", "--version"],
+        env={**environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+def _extension(path: str) -> bool:
+    return not path.endswith(".py")
+
+
+def test_the_compiled_modules_are_the_hot_path_and_config_is_left_out() -> None:
+    sources = _setup_module().compiled_sources()
+    for name in (
+        "core/keys.py",
+        "core/assembler.py",
+        "conventions/read.py",
+        "metrics.py",
+        "sdk_spans.py",
+        "service/otlp.py",
+    ):
+        assert f"processor/loopwatch/{name}" in sources
+    # read on the class; subclassed; introspected: left pure (setup.py says why)
+    assert "processor/loopwatch/core/config.py" not in sources
+    assert "processor/loopwatch/processor.py" not in sources
+    assert "processor/loopwatch/sdk_fields.py" not in sources
+    assert not [s for s in sources if s.endswith("__init__.py")]
+    # loopwatch.compiled decides the build: it must stay Python
+    assert "processor/loopwatch/compiled.py" not in sources
+
+
+def test_a_plain_build_is_pure_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    setup = _setup_module()
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(setup, "setup", lambda **kw: calls.append(kw))
+    for value in (None, "", "0"):
+        if value is None:
+            monkeypatch.delenv("LOOPWATCH_COMPILE", raising=False)
+        else:
+            monkeypatch.setenv("LOOPWATCH_COMPILE", value)
+        setup.main()
+        assert calls.pop() == {}
+
+
+def test_the_compiled_build_says_clearly_when_it_cannot_be_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    setup = _setup_module()
+    monkeypatch.setenv("CC", "no-such-cc --version")
+    with pytest.raises(SystemExit) as failed:
+        setup._mypycify()
+    message = str(failed.value)
+    assert "LOOPWATCH_COMPILE is set" in message
+    assert "no C compiler: 'no-such-cc' is not on PATH" in message
+    assert "Unset LOOPWATCH_COMPILE for the pure-Python build" in message
+
+
+def test_pure_python_forced_at_run_time() -> None:
+    got = _probe(**{compiled.PURE_ENV: "1"})
+    assert not [f for f in got["files"].values() if _extension(f)]
+    if COMPILED:
+        want = "pure Python: LOOPWATCH_PURE_PYTHON is set, a compiled build is installed"
+        assert got["describe"] == want
+        assert _version(**{compiled.PURE_ENV: "1"}) == f"loopwatch {VERSION} ({want})"
+    else:
+        assert got["describe"] == "pure Python"
+    for off in ("0", ""):  # set but off: the default build
+        assert _probe(**{compiled.PURE_ENV: off})["describe"] == _probe()["describe"]
+
+
+@needs_compiled
+def test_the_compiled_build_runs_compiled_by_default() -> None:
+    got = _probe()
+    assert got["describe"] == "compiled with mypyc"
+    assert _version() == f"loopwatch {VERSION} (compiled with mypyc)"
+    sources = _setup_module().compiled_sources()
+    for module, path in got["files"].items():
+        source = "processor/" + module.replace(".", "/") + ".py"
+        # exactly the listed modules are extensions (those imported here)
+        assert _extension(path) == (source in sources), (module, path)
+
+
+def test_a_build_without_extensions_is_pure() -> None:
+    if COMPILED:
+        pytest.skip("a compiled build is on the path")
+    assert _version() == f"loopwatch {VERSION} (pure Python)"
