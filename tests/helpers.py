@@ -16,9 +16,23 @@ from opentelemetry.trace import Status, StatusCode, Tracer
 from prometheus_client import CollectorRegistry
 
 from loopwatch import LoopwatchSpanProcessor
+from loopwatch.compiled import PURE_ENV
 from loopwatch.core.config import Config
 
 S = 1_000_000_000  # nanoseconds per second
+
+
+def keep_build(env: dict[str, str], *first: object) -> dict[str, str]:
+    """``env`` for a child process, with ``first`` (paths) first on PYTHONPATH and this
+    process's choice of loopwatch build kept: scripts/test puts the compiled build on
+    PYTHONPATH, and LOOPWATCH_PURE_PYTHON runs its sources instead."""
+    out = {k: v for k, v in env.items() if k not in ("PYTHONPATH", PURE_ENV)}
+    path = [str(p) for p in first] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+    if path:
+        out["PYTHONPATH"] = os.pathsep.join(path)
+    if PURE_ENV in os.environ:
+        out[PURE_ENV] = os.environ[PURE_ENV]
+    return out
 
 
 def require_tool(name: str) -> str:

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers import keep_build
+
 LOOPWATCH = [sys.executable, "-m", "loopwatch.cli"]
 
 
@@ -18,7 +20,7 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PATH": "/usr/bin:/bin"},
+        env=keep_build({"PATH": "/usr/bin:/bin"}),
     )
 
 
@@ -57,7 +59,7 @@ def test_demo_exits_1_when_its_spans_cannot_be_exported(tmp_path: Path) -> None:
         text=True,
         timeout=120,
         # one short export timeout: the first failed batch fails the rest at once
-        env={"PATH": "/usr/bin:/bin", "OTEL_EXPORTER_OTLP_TIMEOUT": "1"},
+        env=keep_build({"PATH": "/usr/bin:/bin", "OTEL_EXPORTER_OTLP_TIMEOUT": "1"}),
     )
     assert out.returncode == 1, out.stdout + out.stderr
     last = out.stderr.strip().splitlines()[-1]

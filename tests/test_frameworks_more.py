@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import keep_build
+
 pytestmark = [pytest.mark.frameworks, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,7 +116,7 @@ def run(name: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Readin
     if name not in _RESULTS:
         framework = FRAMEWORKS[name]
         out = tmp_path_factory.mktemp(name) / "samples.json"
-        env = {**os.environ, **framework.env, "PYTHONPATH": str(ROOT)}
+        env = keep_build({**os.environ, **framework.env}, ROOT)
         done = subprocess.run(
             [_python(framework), "-m", "tests.framework_runs", framework.module, str(out)],
             cwd=ROOT,

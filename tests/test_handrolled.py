@@ -30,6 +30,7 @@ from tests.framework_runs.handrolled import (
     VENVS,
     python_for,
 )
+from tests.helpers import keep_build
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.slow]
 
@@ -48,7 +49,7 @@ def run(instrumentation: str, sdk: str, tmp_path_factory: pytest.TempPathFactory
             )
         out = tmp_path_factory.mktemp(f"{instrumentation}-{sdk}") / "run.json"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPWATCH_"))}
-        env["PYTHONPATH"] = str(ROOT)
+        env = keep_build(env, ROOT)
         done = subprocess.run(
             [str(python), "-m", "tests.framework_runs.handrolled", instrumentation, sdk, str(out)],
             cwd=ROOT,

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import keep_build
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES: dict[tuple[str, str], list[tuple[str, dict[str, str], float]]] = {}
 
@@ -30,7 +32,7 @@ def samples(venv: str, mode: str, tmp_path: Path) -> list[tuple[str, dict[str, s
     if (venv, mode) not in SAMPLES:
         out = tmp_path / "samples.json"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPWATCH_"))}
-        env["PYTHONPATH"] = str(ROOT)
+        env = keep_build(env, ROOT)
         done = subprocess.run(
             [str(python), "-m", "tests.framework_runs.mcp_agent", mode, str(out)],
             cwd=ROOT,
