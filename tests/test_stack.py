@@ -81,7 +81,10 @@ def test_images_are_pinned_to_exact_versions() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
     base = re.search(r"^FROM (\S+)", dockerfile, re.M)
     assert base and re.fullmatch(r"python:3\.11\.\d+-slim", base.group(1))
-    assert 'pip install ".[serve]"' in dockerfile
+    # the compiled build, its wheel made in a stage of its own, installed with the serve extra
+    assert "RUN LOOPWATCH_COMPILE=1 pip wheel --no-deps --wheel-dir /wheels ." in dockerfile
+    assert 'pip install "$(ls /wheels/loopwatch-*.whl)[serve]"' in dockerfile
+    assert re.findall(r"^FROM (\S+)", dockerfile, re.M) == [base.group(1)] * 2
 
 
 def test_loopwatch_replicas_and_demo_run_the_agreed_commands() -> None:
