@@ -70,6 +70,8 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[type[_Fake]]]:
     monkeypatch.setattr(gi, "genai_entry_points", lambda: [_entry_point(c) for c in FAKES])
     monkeypatch.setattr(gi, "_instrument_pydantic_ai", lambda provider: False)
     monkeypatch.delenv(CAPTURE, raising=False)
+    # (the MCP client, installed here, would be wrapped for the rest of the test process)
+    monkeypatch.setenv("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "mcp")
     yield FAKES
     for cls in FAKES:
         cls.fail = False
