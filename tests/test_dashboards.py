@@ -35,7 +35,6 @@ DASHBOARD = ROOT / "dashboards" / "generated" / config.DASHBOARD_FILE
 PROVISIONING = ROOT / "dashboards" / "provisioning"
 # dashboard-linter's panel-units rule, narrowed to the units this project uses
 UNITS = {"short", "none", "percentunit", "s", "dateTimeAsIso", "reqps", "ops"}
-PROMQL_PANELS = {"timeseries", "stat", "table", "heatmap"}
 
 
 @cache

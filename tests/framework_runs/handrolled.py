@@ -76,7 +76,6 @@ ANSWERS = (
     "I have opened a ticket for each of your six orders.",
 )
 TIMEOUT_TEXT = "ticket service timed out after 30s"
-TIMEOUT_RESULT = f"Error: TimeoutError: {TIMEOUT_TEXT}"
 BATCH_SUMMARY = "Customer asks for a ticket on each order"
 TOOL_DESCRIPTIONS = {
     "create_ticket": "Open a support ticket for one order of a customer.",
