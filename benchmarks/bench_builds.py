@@ -1,0 +1,608 @@
+"""Pure Python against the compiled build (mypyc), side by side in one run.
+
+    scripts/build-compiled          # first: the compiled build, in build/compiled
+    .venv/bin/python benchmarks/bench_builds.py instructions [--streams genai,plain,mix,handrolled]
+    .venv/bin/python benchmarks/bench_builds.py worker [--rounds 9]
+    .venv/bin/python benchmarks/bench_builds.py plain [--rounds 7] [--requests 1000]
+    .venv/bin/python benchmarks/bench_builds.py service [--rounds 3] [--stream mix|histories]
+    .venv/bin/python benchmarks/bench_builds.py profile [--stream mix|histories]
+    .venv/bin/python benchmarks/bench_builds.py all --out benchmarks/results
+
+Both builds are the same files, build/compiled's sources and extensions: "pure" runs them with
+LOOPWATCH_PURE_PYTHON=1, and every child's build is checked before its run. Each measurement
+runs in fresh processes, the two builds interleaved (ABBA), and each figure is a median or an
+instruction count; the goals are ratios measured in the same run.
+
+instructions: callgrind's instruction count for the worker's drain of bench_cost.py's worker
+  streams (its child, with one and with four drains of the same queue in one process: the
+  difference over three is one drain), for each build. On a shared machine whose speed drifts
+  by up to 2x from hour to hour, the ratio of instructions is the one that does not move.
+  Goal on the GenAI mix: compiled <= 0.5x pure. Needs valgrind.
+worker: bench_cost.py worker's CPU time of the worker thread per span, same streams.
+plain: process CPU (every thread) per plain web span (an HTTP server span with a database span
+  under it, no GenAI) emitted through the SDK with the SDK's BatchSpanProcessor (null exporter)
+  alone, with loopwatch alone, and with no span processor, taking turns in one process in
+  short segments (ABCCBA...), each ending with a flush. "adds" is a setup's cost over no
+  processor. Goal: loopwatch adds at most what BatchSpanProcessor adds (<= 1.0x). The same in
+  instructions too (callgrind, every thread; each setup alone, one and four segments).
+service: bench_service.py rate's pre-encoded requests (two driver processes) over gRPC and
+  HTTP into ``loopwatch serve`` of each build: spans per CPU-second of the service. Every
+  round also times protobuf's decode-only rate of the same requests here, per CPU-second of
+  its thread: the goal, 50,000 spans per CPU-second on a quiet hour (decode 1.02M spans/s),
+  scales with it (goal = 50,000 x decode / 1.02M). ``--stream histories``: the same stream
+  with the model calls carrying their prompt history (several KB of messages, 15-25
+  attributes).
+profile: profile_service.py's sampling profile (py-spy, C frames included) of each build's
+  service on the same requests, by stage; a compiled build's C functions go to the stage of the
+  module mypyc compiled them from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, ""):
+    sys.path.insert(0, str(ROOT))
+
+COMPILED = ROOT / "build" / "compiled"
+PURE_ENV = "LOOPWATCH_PURE_PYTHON"
+BUILDS = ("pure", "compiled")
+WORKER_STREAMS = ("genai", "plain", "mix", "handrolled")
+QUIET_DECODE = 1_020_000  # protobuf's decode-only rate of these requests on a quiet hour
+SERVICE_GOAL = 50_000  # spans per CPU-second on a quiet hour
+
+
+# -- which build a child runs ---------------------------------------------------------------------
+def build_env(build: str) -> dict[str, str]:
+    """The environment of a child running ``build`` (the checkout's root for benchmarks.*)."""
+    env = {k: v for k, v in os.environ.items() if k != PURE_ENV}
+    env["PYTHONPATH"] = f"{COMPILED}{os.pathsep}{ROOT}"
+    if build == "pure":
+        env[PURE_ENV] = "1"
+    return env
+
+
+@contextmanager
+def building(build: str) -> Iterator[None]:
+    """This process's environment set for ``build``, for helpers that copy os.environ."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(build_env(build))
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def check_builds() -> None:
+    if not (COMPILED / "loopwatch").is_dir():
+        raise SystemExit("no compiled build in build/compiled: run scripts/build-compiled first")
+    for build in BUILDS:
+        out = subprocess.run(
+            [sys.executable, "-c", "from loopwatch import compiled; print(compiled.describe())"],
+            env=build_env(build),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        if out.startswith("compiled") != (build == "compiled"):
+            raise SystemExit(f"the {build} child runs {out!r}")
+
+
+def child(build: str, script: str, *args: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "child", *args],
+        env=build_env(build),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    if out.returncode:
+        raise SystemExit(f"{build} child {script} {args} failed:\n{out.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def interleaved(
+    rounds: int, cells: Sequence[tuple[str, Callable[[], Any]]]
+) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {name: [] for name, _ in cells}
+    for r in range(rounds):
+        for name, run in cells if r % 2 == 0 else cells[::-1]:
+            out[name].append(run())
+        print(f"  round {r + 1}/{rounds}", file=sys.stderr, flush=True)
+    return out
+
+
+def med(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+# -- instructions: callgrind over the worker's drain ---------------------------------------------
+def _callgrind(build: str, script: str, *args: str) -> int:
+    """Instructions executed by a child (every thread), counted by callgrind."""
+    out = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            str(ROOT / "benchmarks" / script),
+            "child",
+            *args,
+        ],
+        env=build_env(build),
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=True,
+    )
+    found = re.search(r"Collected : (\d+)", out.stderr)
+    if not found:
+        raise SystemExit(f"no instruction count from callgrind:\n{out.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def instructions(args: argparse.Namespace) -> dict[str, Any]:
+    report: dict[str, Any] = {}
+    for stream in args.streams:
+        row: dict[str, Any] = {}
+        for build in BUILDS:
+            one, four = (
+                _callgrind(build, "bench_cost.py", "worker", stream, str(n)) for n in (1, 4)
+            )
+            row[build] = round((four - one) / 3)
+            row[f"{build}_collected"] = [one, four]
+        row["compiled_over_pure"] = round(row["compiled"] / row["pure"], 3)
+        report[stream] = row
+        print(
+            f"instructions {stream:<11} a drain: pure {row['pure'] / 1e6:7.1f}M, compiled "
+            f"{row['compiled'] / 1e6:7.1f}M: {row['compiled_over_pure']:.3f}x",
+            flush=True,
+        )
+    report["goal_genai"] = 0.5
+    return report
+
+
+# -- worker: CPU per span on the worker thread ----------------------------------------------------
+def worker(args: argparse.Namespace) -> dict[str, Any]:
+    cells = [
+        (f"{build}/{stream}", lambda b=build, s=stream: child(b, "bench_cost.py", "worker", s, "5"))
+        for build in BUILDS
+        for stream in WORKER_STREAMS
+    ]
+    rows = interleaved(args.rounds, cells)
+    report: dict[str, Any] = {}
+    for stream in WORKER_STREAMS:
+        us = {b: med([r["us_per_span"] for r in rows[f"{b}/{stream}"]]) for b in BUILDS}
+        report[stream] = {
+            **{f"{b}_us_per_span": round(us[b], 2) for b in BUILDS},
+            "compiled_over_pure": round(us["compiled"] / us["pure"], 3),
+        }
+        print(
+            f"worker {stream:<11} pure {us['pure']:6.2f} us/span, compiled "
+            f"{us['compiled']:6.2f}: {us['compiled'] / us['pure']:.3f}x",
+            flush=True,
+        )
+    return report
+
+
+# -- plain: process CPU per plain span against BatchSpanProcessor -------------------------------
+PLAIN_SETUPS = ("none", "batch", "loopwatch")
+
+
+def _plain_provider(how: str) -> Any:
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from prometheus_client import CollectorRegistry
+
+    from benchmarks.streams import CONFIG, provider
+    from loopwatch import LoopwatchSpanProcessor
+
+    class Null(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    if how == "batch":
+        return provider(7, BatchSpanProcessor(Null(), max_queue_size=100_000))
+    if how == "loopwatch":
+        return provider(7, LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry()))
+    return provider(7)
+
+
+def child_plain_one(how: str, requests: int, segments: int) -> dict[str, Any]:
+    """One setup's segments alone (for callgrind: one and four segments)."""
+    from benchmarks.streams import emit_plain
+
+    p = _plain_provider(how)
+    tracer = p.get_tracer("plain")
+    emit_plain(tracer, 50)  # warm, as child_plain does
+    p.force_flush()
+    for _ in range(segments):
+        emit_plain(tracer, requests)
+        p.force_flush()
+    p.shutdown()
+    return {}
+
+
+def child_plain(requests: int, segments: int) -> dict[str, Any]:
+    """Process CPU per span for each setup, summed over its segments."""
+    from benchmarks.streams import emit_plain
+    from loopwatch import compiled
+
+    setups = {how: _plain_provider(how) for how in PLAIN_SETUPS}
+    tracers = {how: p.get_tracer("plain") for how, p in setups.items()}
+    for how in setups:  # warm: first spans, the worker's first batch
+        emit_plain(tracers[how], 50)
+        setups[how].force_flush()
+    cpu = dict.fromkeys(setups, 0.0)
+    order = list(setups)
+    for segment in range(segments):
+        for how in order if segment % 2 == 0 else order[::-1]:  # ABCCBA...
+            started = time.process_time()
+            emit_plain(tracers[how], requests)
+            setups[how].force_flush()  # the spans it queued are part of its cost
+            cpu[how] += time.process_time() - started
+    for p in setups.values():
+        p.shutdown()
+    spans = 2 * requests * segments
+    us = {how: cpu[how] / spans * 1e6 for how in setups}
+    return {"build": compiled.describe(), **{f"{how}_us": v for how, v in us.items()}}
+
+
+def plain(args: argparse.Namespace) -> dict[str, Any]:
+    cells = [
+        (b, lambda b=b: child(b, "bench_builds.py", "plain", str(args.requests), "8"))
+        for b in BUILDS
+    ]
+    rows = interleaved(args.rounds, cells)
+    report: dict[str, Any] = {}
+    for build in BUILDS:
+        r = rows[build]
+        us = {how: med([x[f"{how}_us"] for x in r]) for how in ("none", "batch", "loopwatch")}
+        adds = [(x["loopwatch_us"] - x["none_us"]) / (x["batch_us"] - x["none_us"]) for x in r]
+        totals = [x["loopwatch_us"] / x["batch_us"] for x in r]
+        report[build] = {
+            **{f"{how}_us_per_span": round(v, 2) for how, v in us.items()},
+            "loopwatch_adds_over_batch_adds": round(med(adds), 3),
+            "rounds_adds": sorted(round(a, 3) for a in adds),
+            "loopwatch_over_batch_total": round(med(totals), 3),
+        }
+        x = report[build]
+        print(
+            f"plain {build:<9} per span: no processor {us['none']:.2f} us, Batch "
+            f"{us['batch']:.2f}, loopwatch {us['loopwatch']:.2f}; loopwatch adds "
+            f"{x['loopwatch_adds_over_batch_adds']:.3f}x what Batch adds (rounds "
+            f"{x['rounds_adds'][0]}-{x['rounds_adds'][-1]}), total "
+            f"{x['loopwatch_over_batch_total']:.3f}x",
+            flush=True,
+        )
+    # the same in instructions (callgrind, every thread): one and four segments of each setup
+    # alone, the difference over three is one segment (2 x requests spans)
+    for build in BUILDS:
+        per_span = {}
+        for how in PLAIN_SETUPS:
+            one, four = (
+                _callgrind(build, "bench_builds.py", "plain-one", how, "1000", str(n))
+                for n in (1, 4)
+            )
+            per_span[how] = (four - one) / 3 / 2000
+        adds = (per_span["loopwatch"] - per_span["none"]) / (per_span["batch"] - per_span["none"])
+        report[build]["instructions_per_span"] = {k: round(v) for k, v in per_span.items()}
+        report[build]["instructions_adds_over_batch_adds"] = round(adds, 3)
+        print(
+            f"plain {build:<9} instructions a span: no processor {per_span['none']:,.0f}, Batch "
+            f"{per_span['batch']:,.0f}, loopwatch {per_span['loopwatch']:,.0f}: loopwatch adds "
+            f"{adds:.3f}x what Batch adds",
+            flush=True,
+        )
+    report["goal_adds"] = 1.0
+    return report
+
+
+# -- service: loopwatch serve's rate, and protobuf's decode-only rate ----------------------------
+def _history(turn: int) -> list[dict[str, Any]]:
+    """A conversation of several KB: what a model call carries when its history is recorded."""
+    text = (
+        "The customer ordered hiking boots (order 88214), returned them on day 12, and the "
+        "return was received at the warehouse; the refund has not shown up on their card yet. "
+    )
+    out = [{"role": "system", "parts": [{"type": "text", "content": "You are a support agent."}]}]
+    for i in range(8):
+        role = "user" if i % 2 == 0 else "assistant"
+        content = f"({turn}.{i}) " + text * 2
+        out.append({"role": role, "parts": [{"type": "text", "content": content}]})
+    return out
+
+
+def histories_requests(turns: int, seed: int) -> list[bytes]:
+    """bench_service.py's stream, every model call carrying a prompt history in its
+    convention's attributes (GenAI messages, OpenInference input messages, OpenLLMetry
+    prompts)."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import SpanProcessor
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from benchmarks.bench_service import batches
+    from benchmarks.streams import emit_mix, provider
+
+    class Histories(SpanProcessor):  # after streams.Dress, which writes the short messages
+        calls = 0
+
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            attrs = span.attributes or {}
+            history = _history(self.calls)
+            extra: dict[str, Any] = {}
+            if "gen_ai.input.messages" in attrs:
+                extra["gen_ai.input.messages"] = json.dumps(history)
+            elif "input.value" in attrs:
+                extra["input.value"] = json.dumps(history)
+                for i, m in enumerate(history[:6]):
+                    extra[f"llm.input_messages.{i}.message.role"] = m["role"]
+                    extra[f"llm.input_messages.{i}.message.content"] = m["parts"][0]["content"]
+            elif "gen_ai.prompt.0.role" in attrs:
+                for i, m in enumerate(history[:6]):
+                    extra[f"gen_ai.prompt.{i}.role"] = m["role"]
+                    extra[f"gen_ai.prompt.{i}.content"] = m["parts"][0]["content"]
+            if extra:
+                self.calls += 1
+                span.set_attributes(extra)
+
+    memory = InMemorySpanExporter()
+    tracer = provider(11, Histories(), SimpleSpanProcessor(memory)).get_tracer("bench")
+    emit_mix(tracer, turns, seed=seed)
+    spans = list(memory.get_finished_spans())
+    return [encode_spans(b).SerializePartialToString() for b in batches(spans)]
+
+
+def _decode(bodies: Sequence[bytes]) -> float:
+    """protobuf's decode-only rate of the requests, spans per CPU-second of this thread."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    started = time.thread_time()
+    n = 0
+    for body in bodies:
+        request = ExportTraceServiceRequest.FromString(body)
+        n += sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+    return n / (time.thread_time() - started)
+
+
+def service(args: argparse.Namespace) -> dict[str, Any]:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from benchmarks.bench_service import (
+        DRIVERS,
+        copies,
+        pre_into_service,
+        realistic_requests,
+        span_count,
+    )
+
+    make = histories_requests if args.stream == "histories" else realistic_requests
+    base = make(args.turns, seed=1)
+    per_driver = max(1, (args.copies or 20) // 2)
+    shares = [copies(base, per_driver, first=i * per_driver) for i in range(DRIVERS)]
+    bodies = [b for share in shares for b in share]
+    sent = span_count(bodies)
+    attrs = [
+        len(s.attributes)
+        for body in base
+        for rs in ExportTraceServiceRequest.FromString(body).resource_spans
+        for ss in rs.scope_spans
+        for s in ss.spans
+    ]
+    print(
+        f"{args.stream}: {sent} spans in {len(bodies)} requests ({sum(map(len, bodies)) // sent}"
+        f" bytes a span; attributes a span: median {statistics.median(attrs)}, max "
+        f"{max(attrs)})",
+        flush=True,
+    )
+
+    def served(build: str, transport: str) -> float:
+        with building(build):
+            return pre_into_service(transport, shares, sent, tmp, str(COMPILED))[1]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cells: list[tuple[str, Callable[[], float]]] = [("decode-only", lambda: _decode(bodies))]
+        cells += [
+            (f"{build}/{transport}", lambda b=build, t=transport: served(b, t))
+            for transport in ("grpc", "http")
+            for build in BUILDS
+        ]
+        rows = interleaved(args.rounds, cells)
+    decode = med(rows["decode-only"])
+    goal = SERVICE_GOAL * decode / QUIET_DECODE
+    report: dict[str, Any] = {
+        "stream": args.stream,
+        "spans_sent": sent,
+        "decode_only_spans_per_second": round(decode),
+        "goal_spans_per_cpu_second": round(goal),
+        "rounds": {k: [round(x) for x in v] for k, v in rows.items()},
+    }
+    for transport in ("grpc", "http"):
+        rate = {b: med(rows[f"{b}/{transport}"]) for b in BUILDS}
+        report[transport] = {
+            **{f"{b}_spans_per_cpu_second": round(rate[b]) for b in BUILDS},
+            "compiled_over_pure": round(rate["compiled"] / rate["pure"], 3),
+            "compiled_over_goal": round(rate["compiled"] / goal, 3),
+            "compiled_scaled_to_a_quiet_hour": round(rate["compiled"] * QUIET_DECODE / decode),
+        }
+        x = report[transport]
+        print(
+            f"service {transport}: pure {rate['pure']:,.0f}, compiled {rate['compiled']:,.0f} "
+            f"spans per CPU-second ({x['compiled_over_pure']:.2f}x); decode-only "
+            f"{decode:,.0f}/s, so the goal is {goal:,.0f} ({x['compiled_over_goal']:.2f}x of it)",
+            flush=True,
+        )
+    return report
+
+
+# -- profile: where each build's service spends its CPU, by stage ---------------------------------
+_MYPYC_FRAME = re.compile(r"CPy(?:Def|Py)_([a-z0-9_]+?)___")
+
+
+def _compiled_modules() -> dict[str, str]:
+    """Compiled module short name (as mypyc names its C functions) -> profile_service stage."""
+    from benchmarks.profile_service import STAGES
+
+    package = ROOT / "processor"
+    out: dict[str, str] = {}
+    for stage, fragments in STAGES:
+        for fragment in fragments:
+            path = package / fragment
+            files = sorted(path.glob("*.py")) if fragment.endswith("/") else [path]
+            out.update({f.stem: stage for f in files})
+    return out
+
+
+def stage_of(stack: list[str], modules: dict[str, str]) -> str:
+    """profile_service.stage_of, and a compiled build's C functions by their module."""
+    from benchmarks import profile_service as ps
+
+    named = [f for f in stack if not ps._function(f).startswith("0x")]
+    if named and ps._function(named[-1]) in ps.WAITS:
+        return ps.WAITING
+    if any("gc_collect" in f for f in stack):
+        return ps.GC
+    for frame in reversed(stack):
+        found = _MYPYC_FRAME.match(ps._function(frame))
+        if found and "__native_" in frame and found.group(1) in modules:
+            return modules[found.group(1)]
+        if "loopwatch/" in frame:
+            stage = ps.stage_of([frame])
+            if stage != "other":
+                return stage
+    return ps.stage_of([f for f in stack if "loopwatch/" not in f])
+
+
+def shares(raw: str, modules: dict[str, str]) -> tuple[dict[str, float], float]:
+    from collections import Counter
+
+    from benchmarks import profile_service as ps
+
+    counts: Counter[str] = Counter()
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack and count.isdigit():
+            counts[stage_of(stack.split(";"), modules)] += int(count)
+    waiting = counts.pop(ps.WAITING, 0)
+    running = sum(counts.values())
+    return {k: n / running for k, n in counts.most_common()}, waiting / (waiting + running)
+
+
+def profile(args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks import profile_service as ps
+    from benchmarks.bench_service import DRIVERS, copies, span_count
+
+    make = histories_requests if args.stream == "histories" else _mix_requests
+    base = make(args.turns, seed=1)
+    per_driver = max(1, (args.copies or 60) // 2)
+    shares_ = [copies(base, per_driver, first=i * per_driver) for i in range(DRIVERS)]
+    sent = sum(span_count(s) for s in shares_)
+    modules = _compiled_modules()
+    report: dict[str, Any] = {"stream": args.stream, "spans_sent": sent}
+    with tempfile.TemporaryDirectory() as tmp:
+        for transport in ("grpc", "http"):
+            for build in BUILDS:
+                with building(build):
+                    raw = ps.profile(transport, shares_, sent, 200, tmp, str(COMPILED))
+                got, waiting = shares(raw, modules)
+                report[f"{build}/{transport}"] = {
+                    "stages": {k: round(v, 3) for k, v in got.items()},
+                    "waiting": round(waiting, 3),
+                }
+    for transport in ("grpc", "http"):
+        print(f"profile {transport}: share of the service's running samples (pure / compiled)")
+        rows = {b: report[f"{b}/{transport}"]["stages"] for b in BUILDS}
+        for stage in dict.fromkeys([*rows["pure"], *rows["compiled"]]):
+            pure, comp = (rows[b].get(stage, 0.0) for b in BUILDS)
+            print(f"  {stage:<48} {pure:6.1%} {comp:6.1%}")
+    return report
+
+
+def _mix_requests(turns: int, seed: int) -> list[bytes]:
+    from benchmarks.bench_service import realistic_requests
+
+    return realistic_requests(turns, seed)
+
+
+# -- main ----------------------------------------------------------------------------------------
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def main() -> int:
+    if len(sys.argv) > 2 and sys.argv[1:3] == ["child", "plain"]:
+        print(json.dumps(child_plain(int(sys.argv[3]), int(sys.argv[4]))))
+        return 0
+    if len(sys.argv) > 2 and sys.argv[1:3] == ["child", "plain-one"]:
+        print(json.dumps(child_plain_one(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "what", choices=["instructions", "worker", "plain", "service", "profile", "all"]
+    )
+    parser.add_argument("--rounds", type=int, help="worker: 9, plain: 7, service: 3")
+    parser.add_argument(
+        "--streams",
+        type=lambda s: s.split(","),
+        default=list(WORKER_STREAMS),
+        help="instructions: bench_cost.py worker streams",
+    )
+    parser.add_argument("--requests", type=int, default=1000, help="plain: requests a segment")
+    parser.add_argument("--stream", choices=["mix", "histories"], default="mix")
+    parser.add_argument("--turns", type=int, default=300, help="service: turns before copying")
+    parser.add_argument(
+        "--copies", type=int, help="copies of the stream (service: 20, profile: 60)"
+    )
+    parser.add_argument("--out", help="directory for builds-WHAT.json")
+    args = parser.parse_args()
+    check_builds()
+    steps: tuple[tuple[str, Callable[[argparse.Namespace], dict[str, Any]], int], ...] = (
+        ("instructions", instructions, 1),
+        ("worker", worker, 9),
+        ("plain", plain, 7),
+        ("service", service, 3),
+        ("profile", profile, 1),
+    )
+    report: dict[str, Any] = {"cpus": os.cpu_count()}
+    rounds = args.rounds
+    for what, fn, default in steps:
+        if args.what in (what, "all"):
+            args.rounds = rounds or default
+            started, cpu = time.monotonic(), _children_cpu()
+            report[what] = fn(args)
+            took, cpu = time.monotonic() - started, _children_cpu() - cpu
+            print(f"{what} took {took / 60:.1f} min ({cpu / 60:.1f} min of CPU in children)")
+    print(json.dumps(report, indent=2))
+    if args.out:
+        name = args.what + ("-histories" if args.stream == "histories" else "")
+        Path(args.out, f"builds-{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
