@@ -120,3 +120,30 @@ def test_a_check_that_cannot_run_falls_back_without_raising(
     processor.shutdown()
     assert processor._span_view is PUBLIC.view
     assert [r.levelno for r in caplog.records if r.name == "loopwatch"] == [logging.WARNING]
+
+
+@pytest.mark.parametrize("public", [False, True], ids=["fields", "public"])
+def test_names_that_are_not_text_are_read_as_text(public: bool) -> None:
+    """The SDK stores whatever name the caller passed; a span named 12345 or None is still
+    read, its tool call counted, not dropped as an internal error."""
+    sdk_fields.use_public_api(public)
+    try:
+        registry = CollectorRegistry()
+        p = provider(5, LoopwatchSpanProcessor(config=Config(), registry=registry))
+        tracer = p.get_tracer("test")
+        tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}
+        with (
+            tracer.start_as_current_span(12345),  # type: ignore[arg-type]
+            tracer.start_as_current_span(None, attributes=tool) as span,  # type: ignore[arg-type]
+        ):
+            span.add_event(7)  # type: ignore[arg-type]
+        p.shutdown()
+    finally:
+        sdk_fields.use_public_api(False)
+    exposition = generate_latest(registry).decode()
+    assert 'loopwatch_spans_dropped_total{reason="error"} 0.0' in exposition
+    calls = 'loopwatch_tool_calls_total{agent="unknown",error_class="ok",model="unknown",'
+    assert calls + 'service="bench-agent",tool="t"} 1.0' in exposition
+    assert 'loopwatch_turns_total{agent="unknown",model="unknown",service="bench-agent"} 1.0' in (
+        exposition
+    )

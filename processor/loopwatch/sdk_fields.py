@@ -36,7 +36,7 @@ from opentelemetry.trace import (
 )
 
 from loopwatch.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
-from loopwatch.sdk_spans import ERROR, NO_EXTRA, OK, PUBLIC, End, SpanReader, Start
+from loopwatch.sdk_spans import ERROR, NO_EXTRA, OK, PUBLIC, End, SpanReader, Start, name_text
 
 log = logging.getLogger("loopwatch")
 
@@ -97,7 +97,7 @@ def _read_start(span: ReadableSpan) -> Start:
         ctx[0] if ctx is not None else 0,
         ctx[1] if ctx is not None else 0,
         parent[1] if parent is not None and not parent[2] else None,
-        span._name or "",
+        name if type(name := span._name) is str else name_text(name),
         inner,
     )
 
@@ -114,7 +114,7 @@ def _read_end(span: ReadableSpan) -> End:
         ctx[0] if ctx is not None else 0,
         ctx[1] if ctx is not None else 0,
         parent[1] if parent is not None and not parent[2] else None,
-        span._name or "",
+        name if type(name := span._name) is str else name_text(name),
         inner,
         span._resource,
     )
@@ -144,11 +144,13 @@ def _read_view(span: ReadableSpan, attributes: Mapping[str, Any], service: str) 
         ctx[0] if ctx is not None else 0,
         ctx[1] if ctx is not None else 0,
         parent[1] if parent is not None and not parent[2] else None,
-        span._name or "",
+        name if type(name := span._name) is str else name_text(name),
         start,
         span._end_time or start,
         attributes,
-        tuple(EventView(e.name, _readable(e.attributes)) for e in events) if events else (),
+        tuple(EventView(name_text(e.name), _readable(e.attributes)) for e in events)
+        if events
+        else (),
         # identity tests: an Enum member hashes (for a dict lookup) in a Python call
         STATUS_ERROR if code is ERROR else STATUS_OK if code is OK else STATUS_UNSET,
         description or "",

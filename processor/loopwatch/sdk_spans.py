@@ -41,6 +41,11 @@ def service_of(resource: Resource | None) -> str:
     return str(service) if service else "unknown"
 
 
+def name_text(name: object) -> str:
+    """A span or event name as text: the SDK stores whatever the caller passed."""
+    return name if type(name) is str else "" if name is None else str(name)[:256]
+
+
 def _ids(span: ReadableSpan) -> tuple[int, int, int | None]:
     ctx, parent = span.context, span.parent
     parent_id = parent.span_id if parent is not None and not parent.is_remote else None
@@ -52,7 +57,13 @@ def _ids(span: ReadableSpan) -> tuple[int, int, int | None]:
 def _start(span: ReadableSpan) -> Start:
     trace_id, span_id, parent_id = _ids(span)
     attributes = span.attributes  # a few lookups, most starts none: not worth a copy
-    return trace_id, span_id, parent_id, span.name or "", {} if attributes is None else attributes
+    return (
+        trace_id,
+        span_id,
+        parent_id,
+        name_text(span.name),
+        {} if attributes is None else attributes,
+    )
 
 
 def _end(span: ReadableSpan) -> End:
@@ -60,7 +71,7 @@ def _end(span: ReadableSpan) -> End:
     attributes = span.attributes
     # a copy: the conventions make a dozen lookups, each a Python call on the SDK's mapping
     readable = dict(attributes) if attributes else {}
-    return trace_id, span_id, parent_id, span.name or "", readable, span.resource
+    return trace_id, span_id, parent_id, name_text(span.name), readable, span.resource
 
 
 def _times(span: ReadableSpan) -> tuple[int, int]:
@@ -78,11 +89,13 @@ def _view(span: ReadableSpan, attributes: Mapping[str, Any], service: str) -> Sp
         trace_id,
         span_id,
         parent_id,
-        span.name or "",
+        name_text(span.name),
         start,
         end,
         attributes,
-        tuple(EventView(e.name, dict(e.attributes) if e.attributes else {}) for e in events)
+        tuple(
+            EventView(name_text(e.name), dict(e.attributes) if e.attributes else {}) for e in events
+        )
         if events
         else (),
         STATUS_ERROR if code is ERROR else STATUS_OK if code is OK else STATUS_UNSET,
