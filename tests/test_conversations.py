@@ -18,8 +18,10 @@ import pytest
 
 from loopwatch.conventions.read import read_span
 from loopwatch.core.config import Config
+from loopwatch.core.conversations import Conversations
 from loopwatch.core.declarations import declaration_from_mapping
-from loopwatch.core.records import UnreadableHistory
+from loopwatch.core.keys import AttemptKey
+from loopwatch.core.records import Conversation, LlmMark, ToolCall, UnreadableHistory
 from loopwatch.core.spans import SpanView
 from tests.helpers import Pipeline, S, span
 
@@ -422,3 +424,44 @@ def test_a_trace_evicted_for_memory_mid_turn_loses_no_model_call() -> None:
     assert p.observations("loopwatch_turn_max_attempts")[6.0] == 3
     assert p.value("loopwatch_loops_total", tool="create_ticket", error_class="timeout") == 1
     p.close()
+
+
+def _asking(
+    conversations: Conversations, turn: int, asked: dict[int, str], answered: set[int]
+) -> None:
+    """A model call of hand-rolled turn ``turn`` (of service svc) that asks for ``asked``
+    (call id -> tool), with the results of ``answered`` sent back."""
+    calls = tuple(
+        ToolCall(i, None, i, i, tool, AttemptKey(tool, "?", "ok"), "ok", "unknown", False, "", None)
+        for i, tool in asked.items()
+    )
+    conversation = Conversation(
+        final=False,
+        calls=lambda _settled: calls,
+        size=len(calls),
+        ids=frozenset(asked) | {turn},  # the turn's own id joins its model calls
+        requested=frozenset(asked),
+        answered=frozenset(answered),
+    )
+    conversations.add(turn, "svc", LlmMark(turn, None, 0, 1, None), conversation, 0.0)
+
+
+def test_lone_tool_spans_find_their_call_in_one_lookup_and_nothing_stays_filed() -> None:
+    """Calls asked for are filed by (service, tool): a lone tool span takes the one asked
+    first, unanswered before answered, whatever else is open; finalized turns leave nothing."""
+    conversations = Conversations(limit=10_000, max_calls=100)
+    for turn in range(1, 2001):  # 2,000 open turns asking for other tools
+        _asking(conversations, 10**6 + turn, {10**7 + turn: "other"}, set())
+    _asking(conversations, 1, {11: "search", 12: "search"}, set())
+    _asking(conversations, 2, {21: "search"}, set())
+    _asking(conversations, 1, {11: "search", 12: "search"}, {11})  # 11's result came back
+    taken = []
+    for _ in range(4):
+        before = {i for t in conversations._open.values() for i in t.claimed}
+        ok = conversations.claim("svc", "search")
+        after = {i for t in conversations._open.values() for i in t.claimed}
+        taken.append(sorted(after - before) if ok else None)
+    assert taken == [[12], [21], [11], None]
+    assert conversations.claim("other-svc", "other") is False
+    conversations.flush()
+    assert conversations._unanswered == {} and conversations._answered == {}

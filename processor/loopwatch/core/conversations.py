@@ -20,8 +20,10 @@ from loopwatch.core.turns import TurnGroup
 # What one open turn costs, estimated as the assembler estimates its buffers.
 _TURN_BYTES = 1500
 _CALL_BYTES = 700
-_ID_BYTES = 150  # a call id in the turn's set and in the index by call id
+_ID_BYTES = 150  # a call id in the turn's set, the index by call id and the calls asked for
 _UNKNOWN = "unknown"
+
+Wanted = dict[tuple[str, str], dict[int, None]]  # (service, tool) -> call ids, oldest first
 
 
 @dataclass(slots=True)
@@ -60,6 +62,10 @@ class Conversations:
         self._done: OrderedDict[int, None] = OrderedDict()
         self._numbers = count()
         self.buffered_bytes = 0
+        # calls asked for that no tool span has stood for yet, unanswered and answered apart:
+        # a lone tool span finds its call in one lookup, whatever is open
+        self._unanswered: Wanted = {}
+        self._answered: Wanted = {}
 
     def __len__(self) -> int:
         return len(self._open)
@@ -124,20 +130,43 @@ class Conversations:
         """Whether an open turn of ``service`` asked for a call of ``tool`` that no tool span has
         stood for yet (the one asked first, unanswered ones before answered); that call is then
         taken. A hand-rolled loop's tool spans, each in a trace of its own, are those calls."""
-        for prefer_unanswered in (True, False):
-            for entry in self._open.values():
-                if entry.service != service:
-                    continue
-                for call_id in entry.requested_at:
-                    if call_id in entry.claimed or (
-                        prefer_unanswered and call_id in entry.answered_at
-                    ):
-                        continue
-                    call = entry.calls.get(call_id)
-                    if call is not None and call.tool == tool:
-                        entry.claimed.add(call_id)
-                        return True
+        key = (service, tool)
+        for wanted in (self._unanswered, self._answered):
+            ids = wanted.get(key)
+            while ids:
+                call_id = next(iter(ids))
+                self._unwant(wanted, key, call_id)
+                entry = self._by_call.get(call_id)
+                if entry is not None:
+                    entry.claimed.add(call_id)
+                    return True
         return False
+
+    def _want(self, entry: _Open, call_id: int) -> None:
+        """File a requested call under its tool, as answered or not (once answered, moved)."""
+        call = entry.calls.get(call_id)
+        if call is None or call_id in entry.claimed:
+            return  # not kept (over max_calls), or stood for already
+        key = (entry.service, call.tool)
+        self._unwant(self._unanswered, key, call_id)
+        wanted = self._answered if call_id in entry.answered_at else self._unanswered
+        wanted.setdefault(key, {})[call_id] = None
+
+    def _unwant_all(self, entry: _Open) -> None:
+        for call_id in entry.requested_at:
+            call = entry.calls.get(call_id)
+            if call is not None:
+                key = (entry.service, call.tool)
+                self._unwant(self._unanswered, key, call_id)
+                self._unwant(self._answered, key, call_id)
+
+    @staticmethod
+    def _unwant(wanted: Wanted, key: tuple[str, str], call_id: int) -> None:
+        ids = wanted.get(key)
+        if ids is not None:
+            ids.pop(call_id, None)
+            if not ids:
+                del wanted[key]
 
     def _merge(self, entry: _Open, mark: LlmMark, conversation: Conversation) -> None:
         calls = entry.calls
@@ -155,10 +184,16 @@ class Conversations:
                 continue
             if call.result != _UNKNOWN or call.error_class != "ok":
                 settled.add(call.span_id)
+        requested, answered = entry.requested_at, entry.answered_at
         for call_id in conversation.requested:
-            entry.requested_at.setdefault(call_id, mark.end_ns)
+            if call_id not in requested:
+                requested[call_id] = mark.end_ns
+                self._want(entry, call_id)
         for call_id in conversation.answered:
-            entry.answered_at.setdefault(call_id, mark.start_ns)
+            if call_id not in answered:
+                answered[call_id] = mark.start_ns
+                if call_id in requested:
+                    self._want(entry, call_id)
         entry.llms.append(replace(mark, messages=None))
         grown = (len(calls) - before) * _CALL_BYTES + 300
         entry.size += grown
@@ -166,6 +201,7 @@ class Conversations:
 
     def _absorb(self, entry: _Open, other: _Open) -> None:
         del self._open[other.number]
+        self._unwant_all(other)  # filed again below, under this turn's service
         for call_id, call in other.calls.items():
             entry.calls.setdefault(call_id, call)
         for call_id, at in other.requested_at.items():
@@ -181,9 +217,12 @@ class Conversations:
         entry.size += other.size
         entry.turn = entry.turn or other.turn
         entry.agent = entry.agent or other.agent
+        for call_id in other.requested_at:
+            self._want(entry, call_id)
 
     def _pop(self, entry: _Open) -> Ready:
         del self._open[entry.number]
+        self._unwant_all(entry)
         self.buffered_bytes -= entry.size
         for call_id in entry.ids:
             self._by_call.pop(call_id, None)
