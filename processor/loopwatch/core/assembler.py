@@ -207,8 +207,8 @@ class TurnAssembler:
         """Take one finished span's record. With ``root_finalizes`` (in process) a local root's
         end finalizes its trace at once; the service passes False and finalizes after a grace.
         The turns it completes reach the sink at the next ``publish``."""
-        # (66 lines in one function on purpose: it runs once a span, and each call it would
-        # make instead costs a few per cent of the worker's time)
+        # (one long function on purpose: it runs once a span, and each call it would make
+        # instead costs a few per cent of the worker's time)
         if trace_id in self._finalized:
             self.sink.late()
             return
