@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +36,41 @@ def keep_build(env: dict[str, str], *first: object) -> dict[str, str]:
     if PURE_ENV in os.environ:
         out[PURE_ENV] = os.environ[PURE_ENV]
     return out
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def venv_python(venv: str | None) -> str:
+    """The interpreter of one of scripts/test's extra venvs (None: this one); a missing venv
+    skips locally and fails under CI."""
+    if venv is None:
+        return sys.executable
+    python = ROOT / venv / "bin" / "python"
+    if python.exists():
+        return str(python)
+    message = f"{venv} is missing (scripts/test creates it)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def run_scenario(
+    python: str, args: list[str], out: Path, env: Mapping[str, str] | None = None
+) -> Any:
+    """Run ``python -m <args>`` from the repository, with this process's loopwatch build and
+    no OTEL_/LOOPWATCH_ settings but ``env``, and read the JSON it wrote to ``out``."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPWATCH_"))}
+    done = subprocess.run(
+        [python, "-m", *args],
+        cwd=ROOT,
+        env=keep_build({**clean, **(env or {})}, ROOT),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(out.read_text(encoding="utf-8"))
 
 
 def require_tool(name: str) -> str:

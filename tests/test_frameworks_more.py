@@ -20,16 +20,12 @@ The three turns:
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import keep_build
+from tests.helpers import run_scenario, venv_python
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.slow]
 
@@ -99,34 +95,13 @@ class Readings:
 _RESULTS: dict[str, dict[str, Readings]] = {}
 
 
-def _python(framework: Framework) -> str:
-    if framework.venv is None:
-        return sys.executable
-    python = ROOT / framework.venv / "bin" / "python"
-    if python.exists():
-        return str(python)
-    message = f"{framework.venv} is missing (scripts/test creates it)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 def run(name: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Readings]:
     """The framework's three scenarios, run once per test session."""
     if name not in _RESULTS:
         framework = FRAMEWORKS[name]
         out = tmp_path_factory.mktemp(name) / "samples.json"
-        env = keep_build({**os.environ, **framework.env}, ROOT)
-        done = subprocess.run(
-            [_python(framework), "-m", "tests.framework_runs", framework.module, str(out)],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stderr[-4000:]
-        raw = json.loads(out.read_text())
+        args = ["tests.framework_runs", framework.module, str(out)]
+        raw = run_scenario(venv_python(framework.venv), args, out, framework.env)
         _RESULTS[name] = {scenario: Readings(samples) for scenario, samples in raw.items()}
     return _RESULTS[name]
 

@@ -15,8 +15,6 @@ the environment once); the processes hand back metric samples and spans as JSON.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from typing import Any
 
 import pytest
@@ -25,12 +23,10 @@ from tests.framework_runs.handrolled import (
     COMBINATIONS,
     FIXTURES,
     MODELS,
-    ROOT,
     VARIANTS,
     VENVS,
-    python_for,
 )
-from tests.helpers import keep_build
+from tests.helpers import run_scenario, venv_python
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.slow]
 
@@ -41,25 +37,11 @@ _RUNS: dict[tuple[str, str], dict[str, Any]] = {}
 def run(instrumentation: str, sdk: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The combination's three variants, run once per test session."""
     if (instrumentation, sdk) not in _RUNS:
-        python = python_for(instrumentation)
-        if not python.exists():
-            pytest.skip(
-                f"{VENVS[instrumentation]} is missing: python3 -m venv {VENVS[instrumentation]} "
-                f"&& {VENVS[instrumentation]}/bin/pip install -e '.[openai-v2]'"
-            )
         out = tmp_path_factory.mktemp(f"{instrumentation}-{sdk}") / "run.json"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPWATCH_"))}
-        env = keep_build(env, ROOT)
-        done = subprocess.run(
-            [str(python), "-m", "tests.framework_runs.handrolled", instrumentation, sdk, str(out)],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
+        args = ["tests.framework_runs.handrolled", instrumentation, sdk, str(out)]
+        _RUNS[(instrumentation, sdk)] = run_scenario(
+            venv_python(VENVS.get(instrumentation)), args, out
         )
-        assert done.returncode == 0, done.stderr[-4000:]
-        _RUNS[(instrumentation, sdk)] = json.loads(out.read_text(encoding="utf-8"))
     return _RUNS[(instrumentation, sdk)]
 
 

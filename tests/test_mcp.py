@@ -12,37 +12,24 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import keep_build
+from tests.helpers import run_scenario, venv_python
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES: dict[tuple[str, str], list[tuple[str, dict[str, str], float]]] = {}
 
 
 def samples(venv: str, mode: str, tmp_path: Path) -> list[tuple[str, dict[str, str], float]]:
-    python = ROOT / venv / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"{venv} is missing (scripts/test creates it)")
     if (venv, mode) not in SAMPLES:
         out = tmp_path / "samples.json"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPWATCH_"))}
-        env = keep_build(env, ROOT)
-        done = subprocess.run(
-            [str(python), "-m", "tests.framework_runs.mcp_agent", mode, str(out)],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
+        found = run_scenario(
+            venv_python(venv), ["tests.framework_runs.mcp_agent", mode, str(out)], out
         )
-        assert done.returncode == 0, done.stderr[-4000:]
-        SAMPLES[(venv, mode)] = [tuple(s) for s in json.loads(out.read_text(encoding="utf-8"))]
+        SAMPLES[(venv, mode)] = [tuple(s) for s in found]
     return SAMPLES[(venv, mode)]
 
 
