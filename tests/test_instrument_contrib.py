@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-import sys
 import textwrap
 from collections.abc import Collection, Iterator
 from importlib import metadata
@@ -18,6 +17,7 @@ import pytest
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
 from loopwatch import genai_instrumentation as gi
+from tests.helpers import venv_python
 from tests.test_attach_process import last_json
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,25 +173,13 @@ MODEL_CALL = """
     """
 
 
-def _python(venv: str | None) -> str:
-    if venv is None:
-        return sys.executable
-    python = ROOT / venv / "bin" / "python"
-    if python.exists():
-        return str(python)
-    message = f"{venv} is missing (scripts/test creates it)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 def run(tmp_path: Path, env: dict[str, str], venv: str | None = None) -> Any:
     """``MODEL_CALL`` in a fresh process (no OTEL_* or LOOPWATCH_* setting but ``env``)."""
     script = tmp_path / "app.py"
     script.write_text(textwrap.dedent(MODEL_CALL))
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPWATCH_"))}
     return subprocess.run(
-        [_python(venv), str(script)],
+        [venv_python(venv), str(script)],
         cwd=ROOT,
         env={**clean, **env},
         capture_output=True,
