@@ -53,7 +53,7 @@ if __package__ in (None, ""):
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from benchmarks.bench_service import DRIVERS, copies, pre_into_service, realistic_requests
-from tests.test_replay_support import collector_json_line
+from tests.replay_support import collector_json_line
 
 FILES = {
     "replay-proto": "traces.binpb",
@@ -150,7 +150,7 @@ def json_split(args: argparse.Namespace) -> None:
     from loopwatch.history.formats import fast_views
     from loopwatch.history.replay import Replay, own_process
     from loopwatch.history.report import Report, ReportSink
-    from tests.test_replay_support import timed_copies
+    from tests.replay_support import timed_copies
 
     lines = [
         collector_json_line(ExportTraceServiceRequest.FromString(body))
@@ -193,7 +193,7 @@ def stored_stream(path: Path, spans: int, turns: int = 150, proto: bool = False)
     """About ``spans`` spans of the realistic stream, as copies in time order, written as the
     file exporter's JSON, gzipped (level 1), or its ``format: proto`` (length-prefixed, plain);
     (spans written, bytes before compression)."""
-    from tests.test_replay_support import timed_copies
+    from tests.replay_support import timed_copies
 
     bodies = realistic_requests(turns, seed=1)
     if proto:

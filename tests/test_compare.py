@@ -25,7 +25,7 @@ from loopwatch.history.compare import DEFAULT_ALPHA, compare, fisher_greater
 from loopwatch.history.report import Report
 from tests.helpers import S
 from tests.history import turn_summary
-from tests.test_replay_support import batches, write_collector_json
+from tests.replay_support import batches, write_collector_json
 
 TURNS = 200
 SEEDS = (1, 2, 3)

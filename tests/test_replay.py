@@ -3,15 +3,16 @@ the same spans, in every stored format; the incidents' exact figures; the report
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from loopwatch.cli import main
-from tests.service_support import snapshot, value
-from tests.test_replay_support import (
+from tests.replay_support import (
     batches,
     incident_turns,
     jaeger_document,
@@ -21,6 +22,7 @@ from tests.test_replay_support import (
     write_collector_json,
     write_collector_proto,
 )
+from tests.service_support import snapshot, value
 
 TURNS = 3 * 12  # incident_turns in three conventions
 
@@ -114,7 +116,7 @@ def test_files_in_any_order_and_split_anywhere(recorded, tmp_path: Path) -> None
     first = write_collector_json(tmp_path / "a.json", requests[half:])
     from dataclasses import replace
 
-    from tests.test_replay_support import CONFIG
+    from tests.replay_support import CONFIG
 
     registry, outcome = replay_registry(
         [first, second], replace(CONFIG, grace_seconds=1e9, idle_timeout_seconds=1e9)
@@ -173,7 +175,7 @@ def test_the_json_fast_path_builds_the_services_span_views(recorded) -> None:  #
     the one the service's OTLP/JSON conversion builds, for every kind of attribute value."""
     from loopwatch.history.formats import fast_views, otlp_request
     from loopwatch.service.otlp import span_views
-    from tests.test_replay_support import collector_json_line
+    from tests.replay_support import collector_json_line
 
     spans, _ = recorded
     lines = [collector_json_line(r) for r in batches(spans)]
@@ -202,3 +204,114 @@ def test_the_json_fast_path_builds_the_services_span_views(recorded) -> None:  #
         strict = span_views(request)
         assert rejected == strict.rejected
         assert [repr(v) for v in fast] == [repr(v) for v in strict.spans]
+
+
+def test_the_typed_path_builds_the_same_span_views_and_leaves_the_unusual(recorded) -> None:  # type: ignore[no-untyped-def]
+    """The file exporter's lines are decoded by msgspec into typed structs: every span view is
+    the one the dict path (and so the service's conversion) builds, for every kind of attribute
+    value; a line it does not read (a null, a value of another type, the legacy scope name,
+    invalid JSON) is left to the general path, which reads it or names what is wrong."""
+    from loopwatch.history.formats import fast_views
+    from loopwatch.history.otlp_json import request_views
+    from tests.replay_support import collector_json_line
+
+    spans, _ = recorded
+    lines = [collector_json_line(r) for r in batches(spans)]
+    document = json.loads(lines[0])
+    span = document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    span["attributes"] += [
+        {"key": "x.int", "value": {"intValue": "-12"}},
+        {"key": "x.int.number", "value": {"intValue": 12}},
+        {"key": "x.double", "value": {"doubleValue": 1.5}},
+        {"key": "x.double.int", "value": {"doubleValue": 2}},
+        {"key": "x.nan", "value": {"doubleValue": "NaN"}},
+        {"key": "x.bool", "value": {"boolValue": False}},
+        {"key": "x.bytes", "value": {"bytesValue": "AAEC"}},
+        {"key": "x.empty", "value": {}},
+        {"key": "x.none"},
+        {"key": "x.array", "value": {"arrayValue": {"values": [{"stringValue": "a"}, {}]}}},
+        {"key": "x.array.empty", "value": {"arrayValue": {}}},
+        {"key": "x.kv", "value": {"kvlistValue": {"values": [{"key": "k", "value": {}}]}}},
+        {"key": "x.unknown.field", "value": {"stringValue": "s", "futureValue": 1}},
+        {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "7"}},
+    ]
+    span["events"] = [{"timeUnixNano": "5", "name": "e", "attributes": [span["attributes"][0]]}]
+    span["status"] = {"code": "STATUS_CODE_ERROR", "message": "boom"}
+    span["flags"] = 0x300
+    span["parentSpanId"] = "00000000000000aa"
+    span["startTimeUnixNano"] = int(span["startTimeUnixNano"])  # a number, not text
+    second = document["resourceSpans"][0]["scopeSpans"][0]["spans"][1]
+    second["traceId"] = base64.b64encode(bytes.fromhex(second["traceId"])).decode()
+    second["spanId"] = base64.b64encode(bytes.fromhex(second["spanId"])).decode()
+    third = document["resourceSpans"][0]["scopeSpans"][0]["spans"][2]
+    third["spanId"] = "0" * 16  # invalid: rejected
+    for line in [json.dumps(document).encode(), *lines]:
+        typed = request_views(line)
+        assert typed is not None
+        views, rejected, base64_ids = typed
+        fast, fast_rejected, fast_base64 = fast_views(json.loads(line))
+        assert (rejected, base64_ids) == (fast_rejected, fast_base64)
+        assert [repr(v) for v in views] == [repr(v) for v in fast]
+    assert request_views(json.dumps(document).encode())[1:] == (1, True)  # type: ignore[index]
+
+    # not read here, each for the general path to read or name
+    def changed(change: Any) -> bytes:
+        unusual = json.loads(json.dumps(document))
+        change(unusual["resourceSpans"][0])
+        return json.dumps(unusual).encode()
+
+    def legacy(rs: dict[str, Any]) -> None:
+        rs["instrumentationLibrarySpans"] = rs.pop("scopeSpans")
+
+    def null_name(rs: dict[str, Any]) -> None:
+        rs["scopeSpans"][0]["spans"][0]["name"] = None
+
+    def number_text(rs: dict[str, Any]) -> None:
+        rs["scopeSpans"][0]["spans"][0]["attributes"][0]["value"] = {"stringValue": 5}
+
+    def two_kinds(rs: dict[str, Any]) -> None:
+        rs["scopeSpans"][0]["spans"][0]["attributes"][0]["value"] = {
+            "intValue": "1",
+            "boolValue": True,
+        }
+
+    def bad_id(rs: dict[str, Any]) -> None:
+        rs["scopeSpans"][0]["spans"][0]["spanId"] = "zz" * 8
+
+    for change in (legacy, null_name, number_text, two_kinds, bad_id):
+        assert request_views(changed(change)) is None, change.__name__
+    assert request_views(lines[0][: len(lines[0]) // 2]) is None
+    assert request_views(b'{"data": []}') is None  # Jaeger: no resourceSpans
+
+
+def test_lines_the_typed_path_leaves_are_read_the_general_way(
+    recorded: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file of lines the typed path does not read (legacy scope names, nulls) among ones it
+    does gives the processor's numbers; a corrupt line among them is skipped and named."""
+    spans, expected = recorded
+    from tests.replay_support import collector_json_line
+
+    lines = []
+    for n, request in enumerate(batches(spans)):
+        line = collector_json_line(request)
+        if n % 3 == 1:
+            document = json.loads(line)
+            for rs in document["resourceSpans"]:
+                rs["instrumentationLibrarySpans"] = rs.pop("scopeSpans")
+            line = json.dumps(document).encode() + b"\n"
+        elif n % 3 == 2:
+            document = json.loads(line)
+            for span in document["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+                span.setdefault("events", None)  # null: as if absent, for the general path
+            line = json.dumps(document).encode() + b"\n"
+        lines.append(line)
+    path = tmp_path / "mixed.json"
+    path.write_bytes(b"".join([lines[0], b'{"resourceSpans": [{"scopeSp\n', *lines[1:]]))
+    registry, outcome = replay_registry([path])
+    assert snapshot(registry) == expected
+    assert outcome.stats.skipped == 1
+    assert outcome.stats.problems[0].where == f"{path}:2"
+    code = main(["replay", "--no-progress", str(path)])
+    assert code == 0
+    assert f"skipped {path}:2: not JSON" in capsys.readouterr().err

@@ -53,8 +53,8 @@ from loopwatch.demo.emit import CONVENTIONS, emit_turn
 from loopwatch.demo.scenarios import Turn, flaky, healthy
 from tests.helpers import S, require_tool
 from tests.history import Prometheus, backfilled_prometheus
+from tests.replay_support import CONFIG, batches, write_collector_json
 from tests.serve_process import free_port
-from tests.test_replay_support import CONFIG, batches, write_collector_json
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 

@@ -16,8 +16,7 @@ import pytest
 from google.protobuf import json_format
 
 from loopwatch.cli import main
-from tests.service_support import snapshot
-from tests.test_replay_support import (
+from tests.replay_support import (
     CONFIG,
     batches,
     collector_json_line,
@@ -27,6 +26,7 @@ from tests.test_replay_support import (
     write_collector_json,
     write_collector_proto,
 )
+from tests.service_support import snapshot
 
 
 @pytest.fixture(scope="module")

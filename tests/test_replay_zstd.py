@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from loopwatch.cli import main
-from tests.service_support import snapshot
-from tests.test_replay_support import (
+from tests.replay_support import (
     batches,
     collector_json_line,
     incident_turns,
     record,
     replay_registry,
 )
+from tests.service_support import snapshot
 
 zstandard = pytest.importorskip("zstandard")  # the zstd extra; the test extra installs it
 

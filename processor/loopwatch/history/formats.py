@@ -3,10 +3,13 @@ message, or the file exporter's length-prefixed stream), Jaeger JSON and Tempo J
 gzip- or zstd-compressed (:mod:`loopwatch.history.compressed`); files, directories, globs and
 ``-`` for stdin.
 
-Everything becomes an ``ExportTraceServiceRequest`` and then span views through the service's
-own conversion (:func:`loopwatch.service.otlp.span_views`), so a stored span is read exactly as
-the same span sent to ``loopwatch serve``. Files are read one line or one message at a time;
-a bad line or message is skipped and reported (file and line), the rest is read."""
+Everything becomes span views with the values the service's own conversion
+(:func:`loopwatch.service.otlp.span_views`) gives, so a stored span is read exactly as the same
+span sent to ``loopwatch serve``: protobuf through that conversion; the file exporter's JSON
+lines through typed structs (:mod:`loopwatch.history.otlp_json`), else as dicts
+(:func:`fast_views`), else through protobuf's ``ParseDict`` and that conversion. Files are read
+one line or one message at a time; a bad line or message is skipped and reported (file and
+line), the rest is read."""
 
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ from loopwatch.history.compressed import (
     unzstd_message,
     zstd_available,
 )
+from loopwatch.history.otlp_json import request_views
 from loopwatch.service.otlp import REMOTE_PARENT, RequestError, parse_protobuf, span_views
 
 AUTO = "auto"
@@ -129,23 +133,21 @@ def expand(paths: Iterable[str], stats: ReadStats) -> list[str]:
 class _Counting(io.RawIOBase):
     """A raw stream that counts the bytes read from it (the progress line's bytes)."""
 
-    def __init__(self, inner: IO[bytes], stats: ReadStats) -> None:
-        self.inner = inner
+    def __init__(self, inner: Any, stats: ReadStats) -> None:
+        self.inner = inner  # a binary file: open(..., "rb"), stdin's buffer
         self.stats = stats
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
-        data = self.inner.read(len(buffer))
-        n = len(data)
-        buffer[:n] = data
+        n = self.inner.readinto(buffer) or 0  # into the reader's buffer: no copy between
         self.stats.bytes_read += n
         return n
 
 
 def _open(name: str, stats: ReadStats) -> IO[bytes]:
-    raw: IO[bytes] = sys.stdin.buffer if name == STDIN else open(name, "rb")  # noqa: SIM115
+    raw: Any = sys.stdin.buffer if name == STDIN else open(name, "rb")  # noqa: SIM115
     return io.BufferedReader(_Counting(raw, stats), buffer_size=1 << 20)
 
 
@@ -243,12 +245,13 @@ def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-# The OTLP JSON fast path. protobuf's ParseDict (the service's OTLP/JSON path) is pure Python
-# and costs four fifths of a replay of JSON files; the file exporter writes JSON by default, so
-# a document in the shape the exporter writes (camelCase fields, hex or base64 ids) is turned
-# into span views here directly, with the same values as span_views gives for the parsed
-# message (tests compare them on every span). Anything else, or anything malformed, goes the
-# strict way (ParseDict, then span_views), which also says what is wrong.
+# The OTLP JSON dict path, for a document the typed structs (otlp_json) did not read (a null, a
+# pretty-printed request). protobuf's ParseDict (the service's OTLP/JSON path) is pure Python
+# and costs four fifths of a replay of JSON files, so a document in the shape the exporter
+# writes (camelCase fields, hex or base64 ids) is turned into span views here directly, with
+# the same values as span_views gives for the parsed message (tests compare them on every span).
+# Anything else, or anything malformed, goes the strict way (ParseDict, then span_views), which
+# also says what is wrong.
 class _Unusual(Exception):
     """Not the shape the fast path reads: take the strict path."""
 
@@ -370,10 +373,8 @@ def fast_views(document: dict[str, Any]) -> tuple[list[SpanView], int, bool]:
     """The spans of an OTLP JSON document in the file exporter's shape: (views, spans rejected
     for invalid ids, whether base64 ids were met). Raises _Unusual for anything else."""
     views: list[SpanView] = []
-    append = views.append
     rejected = 0
     b64 = False
-    from_bytes = int.from_bytes
     try:
         for rs in document["resourceSpans"]:
             service = _fast_service(rs.get("resource"))
@@ -382,59 +383,60 @@ def fast_views(document: dict[str, Any]) -> tuple[list[SpanView], int, bool]:
                 raise _Unusual  # instrumentationLibrarySpans, scope_spans: the strict path
             for ss in scopes or ():
                 for span in ss.get("spans", ()):
-                    raw_trace, raw_span = span.get("traceId"), span.get("spanId")
-                    raw_parent = span.get("parentSpanId")
-                    if raw_trace is None or raw_span is None:
-                        raise _Unusual  # trace_id, span_id: the strict path
+                    raw_trace = span.get("traceId")
                     if type(raw_trace) is str and len(raw_trace) == 24:
                         b64 = True
-                    trace_id, span_id = _fast_id(raw_trace), _fast_id(raw_span)
-                    parent = _fast_id(raw_parent)
-                    if not (
-                        len(trace_id) == 16
-                        and len(span_id) == 8
-                        and len(parent) in (0, 8)
-                        and any(trace_id)
-                        and any(span_id)
-                    ):
+                    view = _fast_span(span, service)
+                    if view is None:
                         rejected += 1
-                        continue
-                    has_parent = bool(parent) and any(parent)
-                    start = _fast_int(span.get("startTimeUnixNano"))
-                    events = span.get("events")
-                    code, message = _fast_status(span.get("status"))
-                    flags = _fast_int(span.get("flags"))
-                    name = span.get("name", "")
-                    if type(name) is not str:
-                        raise _Unusual
-                    append(
-                        SpanView(
-                            trace_id=from_bytes(trace_id),
-                            span_id=from_bytes(span_id),
-                            parent_id=from_bytes(parent) if has_parent else None,
-                            name=name,
-                            start_ns=start,
-                            end_ns=_fast_int(span.get("endTimeUnixNano")) or start,
-                            attributes=_fast_attributes(span.get("attributes", ()), True),
-                            events=tuple(
-                                EventView(
-                                    e.get("name", ""), _fast_attributes(e.get("attributes", ()))
-                                )
-                                for e in events
-                            )
-                            if events
-                            else _NO_EVENTS,
-                            status_code=code,
-                            status_description=message,
-                            service=service,
-                            extra={REMOTE_PARENT: True}
-                            if has_parent and flags & 0x300 == 0x300
-                            else {},
-                        )
-                    )
+                    else:
+                        views.append(view)
     except (KeyError, TypeError, ValueError, AttributeError, binascii.Error):
         raise _Unusual from None
     return views, rejected, b64
+
+
+def _fast_span(span: dict[str, Any], service: str) -> SpanView | None:
+    """One span's view; None when its ids are invalid."""
+    raw_trace, raw_span = span.get("traceId"), span.get("spanId")
+    if raw_trace is None or raw_span is None:
+        raise _Unusual  # trace_id, span_id: the strict path
+    trace_id, span_id = _fast_id(raw_trace), _fast_id(raw_span)
+    parent = _fast_id(span.get("parentSpanId"))
+    if not (
+        len(trace_id) == 16
+        and len(span_id) == 8
+        and len(parent) in (0, 8)
+        and any(trace_id)
+        and any(span_id)
+    ):
+        return None
+    has_parent = bool(parent) and any(parent)
+    start = _fast_int(span.get("startTimeUnixNano"))
+    events = span.get("events")
+    code, message = _fast_status(span.get("status"))
+    flags = _fast_int(span.get("flags"))
+    name = span.get("name", "")
+    if type(name) is not str:
+        raise _Unusual
+    return SpanView(
+        trace_id=int.from_bytes(trace_id),
+        span_id=int.from_bytes(span_id),
+        parent_id=int.from_bytes(parent) if has_parent else None,
+        name=name,
+        start_ns=start,
+        end_ns=_fast_int(span.get("endTimeUnixNano")) or start,
+        attributes=_fast_attributes(span.get("attributes", ()), True),
+        events=tuple(
+            EventView(e.get("name", ""), _fast_attributes(e.get("attributes", ()))) for e in events
+        )
+        if events
+        else _NO_EVENTS,
+        status_code=code,
+        status_description=message,
+        service=service,
+        extra={REMOTE_PARENT: True} if has_parent and flags & 0x300 == 0x300 else {},
+    )
 
 
 # -- Jaeger JSON ---------------------------------------------------------------------------------
@@ -812,8 +814,15 @@ class Reader:
         lines: Iterable[bytes] = stream
         line_no = 0
         first = True
+        typed = self.forced in (AUTO, OTLP_JSON)
         for line in lines:
             line_no += 1
+            if typed:  # the file exporter's lines, whitespace and all: typed structs
+                read = request_views(line)
+                if read is not None:
+                    first = False
+                    yield self._counted(*read, f"{label}:{line_no}")
+                    continue
             text = line.strip()
             if not text:
                 continue
@@ -838,7 +847,7 @@ class Reader:
                         return
                     yield from self._one(document, label)
                     return
-            yield from self._line(text, f"{label}:{line_no}")
+            yield from self._line(text, f"{label}:{line_no}", typed=False)
         if line_no == 0:
             self.stats.problem(label, "empty file")
 
@@ -848,7 +857,12 @@ class Reader:
             if text:
                 yield from self._line(text, f"{label}:{n}")
 
-    def _line(self, text: bytes, where: str) -> Iterator[Batch]:
+    def _line(self, text: bytes, where: str, typed: bool = True) -> Iterator[Batch]:
+        if typed and self.forced in (AUTO, OTLP_JSON):
+            read = request_views(text)  # the file exporter's lines: typed structs
+            if read is not None:
+                yield self._counted(*read, where)
+                return
         try:
             document = json.loads(text)
         except (UnicodeDecodeError, ValueError) as e:

@@ -1,0 +1,324 @@
+"""The Collector's file exporter JSON, decoded by msgspec into typed structs that declare only
+the fields a replay reads, then turned into span views.
+
+A line of the file exporter's JSON is one ``ExportTraceServiceRequest`` of about a megabyte.
+Python's ``json.loads`` builds a dict for every span, attribute and value in it, and freeing them
+costs half as much again; msgspec builds these structs in C instead (no dicts, no keys, unknown
+fields skipped without being built, no garbage collector tracking) in a fraction of the time.
+
+The structs accept a strict subset of OTLP JSON: every field is of the type the file exporter
+writes or absent, never ``null``. Anything else (a ``null``, a number where text belongs, a
+legacy ``instrumentationLibrarySpans``, a malformed id or value, invalid JSON) is not read here:
+:func:`request_views` returns None and the caller reads the line the general way
+(:func:`loopwatch.history.formats.fast_views`, else protobuf's ``ParseDict``), which reads it or
+says what is wrong. What this path does read gives the same span views as those (tests compare
+them on every span)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from loopwatch.conventions.read import UNREAD_PREFIXES
+from loopwatch.core.spans import EventView, SpanView
+from loopwatch.service.otlp import REMOTE_PARENT
+
+
+# -- the structs: OTLP JSON's field names (lowerCamelCase), only what a replay reads ------------
+class AnyValue(msgspec.Struct, gc=False, rename="camel"):
+    string_value: str | UnsetType = UNSET
+    int_value: int | str | UnsetType = UNSET  # int64: text in the OTLP file format
+    double_value: float | str | UnsetType = UNSET  # "NaN", "Infinity", "-Infinity"
+    bool_value: bool | UnsetType = UNSET
+    bytes_value: str | UnsetType = UNSET  # base64
+    array_value: ArrayValue | UnsetType = UNSET
+    kvlist_value: KeyValueList | UnsetType = UNSET
+
+
+class ArrayValue(msgspec.Struct, gc=False):
+    values: list[AnyValue] | UnsetType = UNSET
+
+
+class KeyValue(msgspec.Struct, gc=False):
+    key: str
+    value: AnyValue | UnsetType = UNSET
+
+
+class KeyValueList(msgspec.Struct, gc=False):
+    values: list[KeyValue] | UnsetType = UNSET
+
+
+class Status(msgspec.Struct, gc=False):
+    code: int | str | UnsetType = UNSET  # a number, or the enum's name
+    message: str | UnsetType = UNSET
+
+
+class Event(msgspec.Struct, gc=False):
+    name: str | UnsetType = UNSET
+    attributes: list[KeyValue] | UnsetType = UNSET
+
+
+class Span(msgspec.Struct, gc=False, rename="camel"):
+    trace_id: str | UnsetType = UNSET  # hex (the OTLP file format) or base64 (protobuf's)
+    span_id: str | UnsetType = UNSET
+    parent_span_id: str | UnsetType = UNSET
+    flags: int | str | UnsetType = UNSET
+    name: str | UnsetType = UNSET
+    start_time_unix_nano: int | str | UnsetType = UNSET  # uint64: text, or a number
+    end_time_unix_nano: int | str | UnsetType = UNSET
+    attributes: list[KeyValue] | UnsetType = UNSET
+    events: list[Event] | UnsetType = UNSET
+    status: Status | UnsetType = UNSET
+
+
+class ScopeSpans(msgspec.Struct, gc=False):
+    spans: list[Span] | UnsetType = UNSET
+
+
+class Resource(msgspec.Struct, gc=False):
+    attributes: list[KeyValue] | UnsetType = UNSET
+
+
+class ResourceSpans(msgspec.Struct, gc=False, rename="camel"):
+    resource: Resource | UnsetType = UNSET
+    scope_spans: list[ScopeSpans] | UnsetType = UNSET
+    # read the general way (noted here, not decoded): the old name and protobuf's field name
+    instrumentation_library_spans: msgspec.Raw | UnsetType = UNSET
+    scope_spans_field: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="scope_spans")
+
+
+class Request(msgspec.Struct, gc=False, rename="camel"):
+    resource_spans: list[ResourceSpans]
+
+
+_DECODER = msgspec.json.Decoder(Request)
+
+
+# -- span views ------------------------------------------------------------------------------------
+class Unusual(Exception):
+    """Not what this path reads: the caller reads it the general way."""
+
+
+_STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+_DOUBLE_WORDS = frozenset({"NaN", "Infinity", "-Infinity"})
+_NO_EVENTS: tuple[EventView, ...] = ()
+_REMOTE_BOTH = 0x300  # the span flags' "is remote" known and set
+# span attribute keys met before -> whether the conventions never read them (UNREAD_PREFIXES):
+# a lookup costs less than testing the prefixes; bounded
+_UNREAD: dict[str, bool] = {}
+_UNREAD_ENTRIES = 4096
+
+
+def _learn(key: str) -> bool:
+    if len(_UNREAD) >= _UNREAD_ENTRIES:
+        _UNREAD.clear()
+    unread = _UNREAD[key] = key.startswith(UNREAD_PREFIXES)
+    return unread
+
+
+def _id(value: str) -> bytes:
+    """An id as its length says: hex (32 or 16 digits) or base64 (24 or 12 characters)."""
+    size = len(value)
+    if size == 32 or size == 16:
+        return bytes.fromhex(value)  # ValueError: Unusual
+    if size == 24 or size == 12:
+        return base64.b64decode(value, validate=True)
+    if size == 0:
+        return b""
+    raise Unusual
+
+
+def _int(value: int | str) -> int:
+    if type(value) is int:
+        return value
+    if type(value) is str and value.isdigit():
+        return int(value)
+    raise Unusual
+
+
+def any_value(value: AnyValue) -> Any:
+    """An ``AnyValue`` as the Python value the SDK would have held (text wins, as in
+    :func:`~loopwatch.history.formats.fast_views`; otherwise exactly one kind, or Unusual)."""
+    text = value.string_value
+    if text is not UNSET:
+        return text
+    found: Any = None
+    kinds = 0
+    if value.int_value is not UNSET:
+        kinds += 1
+        found = _signed(value.int_value)
+    if value.double_value is not UNSET:
+        kinds += 1
+        found = _double(value.double_value)
+    if value.bool_value is not UNSET:
+        kinds += 1
+        found = value.bool_value
+    if value.array_value is not UNSET:
+        kinds += 1
+        values = value.array_value.values
+        found = () if values is UNSET else tuple(any_value(v) for v in values)
+    if value.kvlist_value is not UNSET:
+        kinds += 1
+        pairs = value.kvlist_value.values
+        found = {} if pairs is UNSET else attributes(pairs)
+    if value.bytes_value is not UNSET:
+        kinds += 1
+        found = base64.b64decode(value.bytes_value, validate=True)
+    if kinds > 1:
+        raise Unusual
+    return found
+
+
+def _signed(value: int | str) -> int:
+    return int(value) if isinstance(value, str) else value  # ValueError: Unusual
+
+
+def _double(value: float | str) -> float:
+    if type(value) is str and value not in _DOUBLE_WORDS:
+        raise Unusual
+    return float(value)
+
+
+def attributes(pairs: list[KeyValue]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in pairs:
+        value = kv.value
+        if value is UNSET:
+            out[kv.key] = None
+            continue
+        text = value.string_value
+        out[kv.key] = text if text is not UNSET else any_value(value)
+    return out
+
+
+def span_attributes(pairs: list[KeyValue]) -> dict[str, Any]:
+    """A span's attributes, without those the conventions never read."""
+    out: dict[str, Any] = {}
+    unread = _UNREAD
+    for kv in pairs:
+        key = kv.key
+        skip = unread.get(key)
+        if skip is None:
+            skip = _learn(key)
+        if skip:
+            continue
+        value = kv.value
+        if value is UNSET:
+            out[key] = None
+            continue
+        text = value.string_value
+        out[key] = text if text is not UNSET else any_value(value)
+    return out
+
+
+def _status(status: Status) -> tuple[int, str]:
+    code = status.code
+    number = _STATUS_NAMES.get(code, -1) if isinstance(code, str) else 0 if code is UNSET else code
+    if not 0 <= number <= 2:
+        raise Unusual
+    message = status.message
+    return number, "" if message is UNSET else message
+
+
+def _service(resource: Resource | UnsetType) -> str:
+    if resource is UNSET or resource.attributes is UNSET:
+        return "unknown"
+    for kv in resource.attributes:
+        if kv.key == "service.name":
+            value = None if kv.value is UNSET else any_value(kv.value)
+            return str(value) if value not in (None, "") else "unknown"
+    return "unknown"
+
+
+def _events(events: list[Event]) -> tuple[EventView, ...]:
+    return tuple(
+        EventView(
+            "" if e.name is UNSET else e.name,
+            {} if e.attributes is UNSET else attributes(e.attributes),
+        )
+        for e in events
+    )
+
+
+def _spans(spans: list[Span], service: str, views: list[SpanView]) -> tuple[int, bool]:
+    """One scope's spans onto ``views``: (spans rejected for invalid ids, whether base64 ids
+    were met)."""
+    rejected = 0
+    base64_ids = False
+    append = views.append
+    fromhex = bytes.fromhex
+    for span in spans:
+        raw_trace, raw_span, raw_parent = span.trace_id, span.span_id, span.parent_span_id
+        if raw_trace is UNSET or raw_span is UNSET:
+            raise Unusual  # trace_id, span_id: the general path
+        # the file exporter's hex inline, anything else through _id
+        trace_id = fromhex(raw_trace) if len(raw_trace) == 32 else _id(raw_trace)
+        span_id = fromhex(raw_span) if len(raw_span) == 16 else _id(raw_span)
+        if raw_parent is UNSET:
+            parent = b""
+        else:
+            parent = fromhex(raw_parent) if len(raw_parent) == 16 else _id(raw_parent)
+        if len(raw_trace) == 24:
+            base64_ids = True
+        if not (
+            len(trace_id) == 16
+            and len(span_id) == 8
+            and len(parent) in (0, 8)
+            and any(trace_id)
+            and any(span_id)
+        ):
+            rejected += 1
+            continue
+        has_parent = bool(parent) and any(parent)
+        start = 0 if span.start_time_unix_nano is UNSET else _int(span.start_time_unix_nano)
+        end = 0 if span.end_time_unix_nano is UNSET else _int(span.end_time_unix_nano)
+        flags = 0 if span.flags is UNSET else _int(span.flags)
+        code, message = (0, "") if span.status is UNSET else _status(span.status)
+        events = span.events
+        append(
+            SpanView(
+                int.from_bytes(trace_id),
+                int.from_bytes(span_id),
+                int.from_bytes(parent) if has_parent else None,
+                "" if span.name is UNSET else span.name,
+                start,
+                end or start,
+                {} if span.attributes is UNSET else span_attributes(span.attributes),
+                _events(events) if events else _NO_EVENTS,
+                code,
+                message,
+                service,
+                {REMOTE_PARENT: True}
+                if has_parent and flags & _REMOTE_BOTH == _REMOTE_BOTH
+                else {},
+            )
+        )
+    return rejected, base64_ids
+
+
+def request_views(line: bytes) -> tuple[list[SpanView], int, bool] | None:
+    """The span views of one line of the file exporter's JSON: (views, spans rejected for
+    invalid ids, whether base64 ids were met); None when the line is not one this path reads."""
+    views: list[SpanView] = []
+    rejected = 0
+    base64_ids = False
+    try:
+        request = _DECODER.decode(line)
+        for rs in request.resource_spans:
+            service = _service(rs.resource)
+            scopes = rs.scope_spans
+            if scopes is UNSET:
+                if rs.instrumentation_library_spans is UNSET and rs.scope_spans_field is UNSET:
+                    continue
+                return None  # the old name, or protobuf's field name: the general path
+            for ss in scopes:
+                if ss.spans is not UNSET:
+                    rejected_here, base64_here = _spans(ss.spans, service, views)
+                    rejected += rejected_here
+                    base64_ids = base64_ids or base64_here
+    except (msgspec.DecodeError, Unusual, ValueError):
+        return None
+    return views, rejected, base64_ids
