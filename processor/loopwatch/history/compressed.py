@@ -40,6 +40,7 @@ class Decompressing(io.RawIOBase):
         self._piece = piece
         self._d = new()
         self._out = b""
+        self._at = 0  # what of _out was read already
         self._started = False  # a member is under way
         self.truncated = False
 
@@ -47,7 +48,7 @@ class Decompressing(io.RawIOBase):
         return True
 
     def readinto(self, buffer: Any) -> int:
-        while not self._out:
+        while self._at >= len(self._out):
             chunk = self._d.unused_data or self.inner.read(self._piece)
             if self._d.unused_data:
                 self._d = self._new()  # the next member
@@ -57,11 +58,13 @@ class Decompressing(io.RawIOBase):
                 return 0
             self._started = True
             self._out = self._d.decompress(chunk)
+            self._at = 0
             if self._d.eof and not self._d.unused_data:
                 self._started = False
-        n = min(len(buffer), len(self._out))
-        buffer[:n] = self._out[:n]
-        self._out = self._out[n:]
+        at = self._at
+        n = min(len(buffer), len(self._out) - at)
+        buffer[:n] = memoryview(self._out)[at : at + n]  # no copy of the rest
+        self._at = at + n
         return n
 
 

@@ -201,9 +201,7 @@ def span_attributes(pairs: list[KeyValue]) -> dict[str, Any]:
     for kv in pairs:
         key = kv.key
         skip = unread.get(key)
-        if skip is None:
-            skip = _learn(key)
-        if skip:
+        if skip or (skip is None and _learn(key)):
             continue
         value = kv.value
         if value is UNSET:
