@@ -75,7 +75,9 @@ class Span(msgspec.Struct, gc=False, rename="camel"):
 
 
 class ScopeSpans(msgspec.Struct, gc=False):
-    spans: list[Span] | UnsetType = UNSET
+    # each span decoded when it is read (_SPAN), not all of them first: one span's structs are
+    # still in the processor's cache when they are read and freed; a request's are not
+    spans: list[msgspec.Raw] | UnsetType = UNSET
 
 
 class Resource(msgspec.Struct, gc=False):
@@ -95,6 +97,7 @@ class Request(msgspec.Struct, gc=False, rename="camel"):
 
 
 _DECODER = msgspec.json.Decoder(Request)
+_SPAN = msgspec.json.Decoder(Span)
 
 
 # -- span views ------------------------------------------------------------------------------------
@@ -241,14 +244,16 @@ def _events(events: list[Event]) -> tuple[EventView, ...]:
     )
 
 
-def _spans(spans: list[Span], service: str, views: list[SpanView]) -> tuple[int, bool]:
+def _spans(spans: list[msgspec.Raw], service: str, views: list[SpanView]) -> tuple[int, bool]:
     """One scope's spans onto ``views``: (spans rejected for invalid ids, whether base64 ids
     were met)."""
     rejected = 0
     base64_ids = False
     append = views.append
     fromhex = bytes.fromhex
-    for span in spans:
+    decode = _SPAN.decode
+    for raw in spans:
+        span = decode(raw)
         raw_trace, raw_span, raw_parent = span.trace_id, span.span_id, span.parent_span_id
         if raw_trace is UNSET or raw_span is UNSET:
             raise Unusual  # trace_id, span_id: the general path
@@ -300,11 +305,19 @@ def _spans(spans: list[Span], service: str, views: list[SpanView]) -> tuple[int,
 def request_views(line: bytes) -> tuple[list[SpanView], int, bool] | None:
     """The span views of one line of the file exporter's JSON: (views, spans rejected for
     invalid ids, whether base64 ids were met); None when the line is not one this path reads."""
+    try:
+        request = _DECODER.decode(line)
+    except msgspec.DecodeError:
+        return None
+    return request_spans(request)
+
+
+def request_spans(request: Request) -> tuple[list[SpanView], int, bool] | None:
+    """:func:`request_views` of a decoded request (its spans decoded one at a time)."""
     views: list[SpanView] = []
     rejected = 0
     base64_ids = False
     try:
-        request = _DECODER.decode(line)
         for rs in request.resource_spans:
             service = _service(rs.resource)
             scopes = rs.scope_spans
