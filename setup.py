@@ -20,11 +20,11 @@ PACKAGE = HERE / "processor" / "loopwatch"
 # summaries, metric updates, both span views). Whole folders, so a new core or conventions
 # module is compiled (and checked by mypyc) without anyone remembering to list it.
 COMPILED_FOLDERS = ("core", "conventions")
-# Not processor.py: LoopwatchSpanProcessor is public and may be subclassed, which Python code
-# cannot do to a compiled class; its own part is handing spans to its worker, whose work is in
-# the modules compiled here. Not sdk_fields.py: its start-up check is tested by replacing its
-# probe, and its field reader by reading the reader's bytecode; neither works on C.
+# processor.py: the worker's loop (LoopwatchSpanProcessor is public and may be subclassed, so it
+# allows interpreted subclasses); sdk_fields.py: reading each SDK span.
 COMPILED_MODULES = (
+    "processor.py",
+    "sdk_fields.py",
     "metrics.py",
     "families.py",
     "sdk_spans.py",

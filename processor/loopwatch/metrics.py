@@ -44,7 +44,7 @@ class _LabelBound:
         self.max_chars = max_chars
         self.seen: dict[str, set[str]] = {label: set() for label in BOUNDED_LABELS}
 
-    def __call__(self, label: str, value: str) -> str:
+    def bounded(self, label: str, value: str) -> str:
         values = self.seen[label]
         if value in values:  # a value seen before is already cut: skip hashing it again
             return value
@@ -146,28 +146,34 @@ class LoopwatchMetrics:
         now = time.time()
         seen = now if first_seen is None else first_seen
         with self._lock:  # once per turn: a scrape sees every series of a turn whole
-            b = self._bound.__call__  # a bound method calls faster than the instance
-            turn = (b("service", s.service), b("agent", s.agent), b("model", s.model))
+            # (called on the instance, not bound to a local first: compiled, a C call, and through
+            # a bound method a Python call)
+            bound = self._bound
+            turn = (
+                bound.bounded("service", s.service),
+                bound.bounded("agent", s.agent),
+                bound.bounded("model", s.model),
+            )
             self.turns.inc(turn)
             self.model_first_seen.set_once(turn, seen)
             if s.max_attempts:
                 self.turn_max_attempts.observe(turn, s.max_attempts, trace_id, now)
             for t in s.tools:
-                self._tool(t, turn, b, trace_id, now, seen)
+                self._tool(t, turn, bound, trace_id, now, seen)
 
     def _tool(
         self,
         t: ToolSummary,
         turn: tuple[str, str, str],
-        b: Callable[[str, str], str],
+        bound: _LabelBound,
         trace_id: str,
         now: float,
         seen: float,
     ) -> None:
         """One tool's numbers of a turn (caller holds the lock)."""
         service, agent, _ = turn
-        tool = b("tool", t.tool)
-        version = b("tool_version", t.tool_version)
+        tool = bound.bounded("tool", t.tool)
+        version = bound.bounded("tool_version", t.tool_version)
         self.tool_version_first_seen.set_once((service, tool, version), seen)
         for decision, n in t.guard_decisions:
             self.guard_decisions.inc((service, agent, tool, decision), n)

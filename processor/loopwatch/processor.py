@@ -26,8 +26,25 @@ from loopwatch.core.records import KIND_OTHER, Link, Record, kind_of
 from loopwatch.core.sink import Sink
 from loopwatch.core.spans import SpanView
 from loopwatch.metrics import metrics_for
-from loopwatch.sdk_fields import span_reader
+from loopwatch.sdk_fields import FAST, read_end, read_start, read_view, span_reader
 from loopwatch.sdk_spans import service_of
+
+
+def _as_is(**_: object) -> Any:
+    return _same
+
+
+def _same(cls: Any) -> Any:
+    return cls
+
+
+# mypyc reads the decorator when it compiles and leaves it out of the compiled module; an
+# installation need not have mypy_extensions
+try:
+    from mypy_extensions import mypyc_attr
+except ImportError:
+    mypyc_attr = _as_is  # type: ignore[assignment]
+
 
 log = logging.getLogger("loopwatch")
 
@@ -56,6 +73,8 @@ def span_view(span: ReadableSpan, service: str | None = None) -> SpanView:
     return read.view(span, attributes, service_of(resource) if service is None else service)
 
 
+# public: applications and tests subclass it in Python
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LoopwatchSpanProcessor(SpanProcessor):
     """Rebuilds attempt keys from finished spans and exports loopwatch's metrics.
 
@@ -85,6 +104,9 @@ class LoopwatchSpanProcessor(SpanProcessor):
         # public API (sdk_fields); each read one attribute away, as the worker calls them per span
         read = span_reader()
         self._span_start, self._span_end, self._span_times, self._span_view = read
+        # the field reader called directly: compiled, a C call (through the attributes, a call
+        # of a Python object, with its arguments parsed)
+        self._fields = read is FAST
         self._queue: deque[ReadableSpan | tuple[Span]] = deque()
         self._limit = self.config.queue_spans
         self._batch = min(_BATCH, self._limit // 2)
@@ -195,7 +217,10 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._drained.notify_all()
 
     def _started(self, span: ReadableSpan) -> None:
-        trace_id, span_id, parent_id, name, attributes = self._span_start(span)
+        if self._fields:
+            trace_id, span_id, parent_id, name, attributes = read_start(span)
+        else:
+            trace_id, span_id, parent_id, name, attributes = self._span_start(span)
         if not (trace_id or span_id):
             return  # not a span of a trace
         # inside a turn already: whether it is a turn span itself does not matter (most starts);
@@ -215,11 +240,17 @@ class LoopwatchSpanProcessor(SpanProcessor):
         """One finished span as ``(trace id, service, record)``; a plain span (no GenAI marker)
         as ``(trace id, span id, parent id, resource, span)``, for _plain to place in its
         trace."""
-        trace_id, span_id, parent_id, name, attributes, resource = self._span_end(span)
+        if self._fields:
+            trace_id, span_id, parent_id, name, attributes, resource = read_end(span)
+        else:
+            trace_id, span_id, parent_id, name, attributes, resource = self._span_end(span)
         if not may_be_genai(name, attributes):
             return trace_id, span_id, parent_id, resource, span
         service = self._service_of(resource)
-        view = self._span_view(span, attributes, service)
+        if self._fields:
+            view = read_view(span, attributes, service)
+        else:
+            view = self._span_view(span, attributes, service)
         return trace_id, service, read_span(view, self.config)
 
     def _plain(
@@ -260,31 +291,32 @@ class LoopwatchSpanProcessor(SpanProcessor):
     def _drain_chunk(self, queue: deque[Any], counts: dict[str, int]) -> int:
         """Process up to a chunk of the queue; how many items it took."""
         # 1. ends read into records (starts stay as they are, in their place)
+        # (methods called on self, not bound to locals first: compiled, a bound method is a
+        # Python object and each call through it a Python call)
         items: list[Any] = []
-        append, popleft, ended = items.append, queue.popleft, self._ended
         taken = min(len(queue), _CHUNK)
         for _ in range(taken):
-            item = popleft()
+            item = queue.popleft()
             if type(item) is tuple:
-                append(item)
+                items.append(item)
                 continue
             try:
-                append(ended(item))
+                items.append(self._ended(item))
             except Exception:
                 log.debug("loopwatch: span not read", exc_info=True)
                 self._safe(self.sink.dropped, DROP_ERROR)
         # 2. starts and records to the assembler, in the order they happened
-        started, add, plain = self._started, self._assembler.add, self._plain
+        assembler = self._assembler
         for item in items:
             try:
                 size = len(item)  # a start (span,), a record (3) or a plain span (5)
                 if size == 5:
-                    plain(*item)
+                    self._plain(item[0], item[1], item[2], item[3], item[4])
                     counts[KIND_OTHER] = counts.get(KIND_OTHER, 0) + 1
                 elif size == 1:
-                    started(item[0])
+                    self._started(item[0])
                 else:
-                    add(*item)
+                    assembler.add(item[0], item[1], item[2])
                     kind = kind_of(item[2])
                     counts[kind] = counts.get(kind, 0) + 1
             except Exception:

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Mapping
 from importlib import metadata
 from operator import attrgetter
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk.resources import Resource
@@ -57,7 +57,7 @@ FIELDS: dict[str, str] = {
 }
 _PROPERTIES = tuple(dict.fromkeys(p.split(".")[0] for p in FIELDS))
 
-_DIRECT: dict[type, bool] = {}  # span class -> whether its fields are read directly
+_DIRECT: Final[dict[type, bool]] = {}  # span class -> whether its fields are read directly
 _DIRECT_CLASSES = 64  # a process has a handful of span classes; past this, no cache
 
 
@@ -84,11 +84,14 @@ def _readable(attributes: Any) -> Mapping[str, Any]:
 
 # Two readers, not one: the SDK hands on_start a Span and on_end a ReadableSpan, and CPython
 # specializes each attribute read to one class (a read that sees both takes the slow path).
-def _read_start(span: ReadableSpan) -> Start:
+def read_start(span: ReadableSpan) -> Start:
     if not (_DIRECT.get(type(span)) or _direct(type(span))):
         return PUBLIC.start(span)
     # SpanContext is a tuple (trace_id, span_id, is_remote, ...): its properties index it
     ctx, parent = span._context, span._parent
+    # typed str, but the SDK stores what the caller passed: read untyped (compiled, a typed read
+    # is checked, and raises on 12345)
+    name = getattr(span, "_name")  # noqa: B009
     attributes = span._attributes
     inner = getattr(attributes, "_dict", None)  # _readable, inline: once a span
     if type(inner) is not dict:
@@ -97,15 +100,18 @@ def _read_start(span: ReadableSpan) -> Start:
         ctx[0] if ctx is not None else 0,
         ctx[1] if ctx is not None else 0,
         parent[1] if parent is not None and not parent[2] else None,
-        name if type(name := span._name) is str else name_text(name),
+        name if type(name) is str else name_text(name),
         inner,
     )
 
 
-def _read_end(span: ReadableSpan) -> End:
+def read_end(span: ReadableSpan) -> End:
     if not (_DIRECT.get(type(span)) or _direct(type(span))):
         return PUBLIC.end(span)
     ctx, parent = span._context, span._parent
+    # typed str, but the SDK stores what the caller passed: read untyped (compiled, a typed read
+    # is checked, and raises on 12345)
+    name = getattr(span, "_name")  # noqa: B009
     attributes = span._attributes
     inner = getattr(attributes, "_dict", None)
     if type(inner) is not dict:
@@ -114,23 +120,26 @@ def _read_end(span: ReadableSpan) -> End:
         ctx[0] if ctx is not None else 0,
         ctx[1] if ctx is not None else 0,
         parent[1] if parent is not None and not parent[2] else None,
-        name if type(name := span._name) is str else name_text(name),
+        name if type(name) is str else name_text(name),
         inner,
         span._resource,
     )
 
 
-def _read_times(span: ReadableSpan) -> tuple[int, int]:
+def read_times(span: ReadableSpan) -> tuple[int, int]:
     if not (_DIRECT.get(type(span)) or _direct(type(span))):
         return PUBLIC.times(span)
     start = span._start_time or 0
     return start, span._end_time or start
 
 
-def _read_view(span: ReadableSpan, attributes: Mapping[str, Any], service: str) -> SpanView:
+def read_view(span: ReadableSpan, attributes: Mapping[str, Any], service: str) -> SpanView:
     if not (_DIRECT.get(type(span)) or _direct(type(span))):
         return PUBLIC.view(span, attributes, service)
     ctx, parent = span._context, span._parent
+    # typed str, but the SDK stores what the caller passed: read untyped (compiled, a typed read
+    # is checked, and raises on 12345)
+    name = getattr(span, "_name")  # noqa: B009
     start = span._start_time or 0
     events = getattr(span._events, "_dq", None)
     if type(events) is not deque:  # not the SDK's BoundedList: a tuple, say
@@ -144,7 +153,7 @@ def _read_view(span: ReadableSpan, attributes: Mapping[str, Any], service: str) 
         ctx[0] if ctx is not None else 0,
         ctx[1] if ctx is not None else 0,
         parent[1] if parent is not None and not parent[2] else None,
-        name if type(name := span._name) is str else name_text(name),
+        name if type(name) is str else name_text(name),
         start,
         span._end_time or start,
         attributes,
@@ -159,7 +168,7 @@ def _read_view(span: ReadableSpan, attributes: Mapping[str, Any], service: str) 
     )
 
 
-FAST = SpanReader(_read_start, _read_end, _read_times, _read_view)
+FAST = SpanReader(read_start, read_end, read_times, read_view)
 
 
 class _Recorder(SpanProcessor):

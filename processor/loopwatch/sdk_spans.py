@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from loopwatch.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
@@ -46,6 +46,12 @@ def name_text(name: object) -> str:
     return name if type(name) is str else "" if name is None else str(name)[:256]
 
 
+def _name(span: ReadableSpan | Event) -> str:
+    # typed str, but the SDK stores what the caller passed: read untyped (compiled, a typed read
+    # is checked, and raises on 12345)
+    return name_text(getattr(span, "name"))  # noqa: B009
+
+
 def _ids(span: ReadableSpan) -> tuple[int, int, int | None]:
     ctx, parent = span.context, span.parent
     parent_id = parent.span_id if parent is not None and not parent.is_remote else None
@@ -61,7 +67,7 @@ def _start(span: ReadableSpan) -> Start:
         trace_id,
         span_id,
         parent_id,
-        name_text(span.name),
+        _name(span),
         {} if attributes is None else attributes,
     )
 
@@ -71,7 +77,7 @@ def _end(span: ReadableSpan) -> End:
     attributes = span.attributes
     # a copy: the conventions make a dozen lookups, each a Python call on the SDK's mapping
     readable = dict(attributes) if attributes else {}
-    return trace_id, span_id, parent_id, name_text(span.name), readable, span.resource
+    return trace_id, span_id, parent_id, _name(span), readable, span.resource
 
 
 def _times(span: ReadableSpan) -> tuple[int, int]:
@@ -89,13 +95,11 @@ def _view(span: ReadableSpan, attributes: Mapping[str, Any], service: str) -> Sp
         trace_id,
         span_id,
         parent_id,
-        name_text(span.name),
+        _name(span),
         start,
         end,
         attributes,
-        tuple(
-            EventView(name_text(e.name), dict(e.attributes) if e.attributes else {}) for e in events
-        )
+        tuple(EventView(_name(e), dict(e.attributes) if e.attributes else {}) for e in events)
         if events
         else (),
         STATUS_ERROR if code is ERROR else STATUS_OK if code is OK else STATUS_UNSET,

@@ -5,7 +5,7 @@ here: results read for the errors they describe, the attempt key, the tool's ver
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 from loopwatch.conventions import results
 from loopwatch.conventions.error_texts import framework_error_result
@@ -26,8 +26,8 @@ from loopwatch.core.records import ToolCall
 from loopwatch.core.undeclared import warn_undeclared
 
 # Tool descriptions hashed (the same few, over and over), bounded in entries and text length.
-_DESCRIPTIONS_CACHE_ENTRIES = 64
-_DESCRIPTIONS_CACHE_TEXT = 64 * 1024
+_DESCRIPTIONS_CACHE_ENTRIES: Final = 64
+_DESCRIPTIONS_CACHE_TEXT: Final = 64 * 1024
 
 
 def read_result(raw_result: Any) -> tuple[bool, Any, str | None, list[str], str | None]:
@@ -131,7 +131,7 @@ def description_hash(description: str) -> str:
     return found
 
 
-_CONTAINERS = (dict, list)  # (built once: ``dict | list`` builds a new union on every call)
+_CONTAINERS: Final = (dict, list)  # (built once: ``dict | list`` builds a new union on every call)
 
 
 def _keying_declaration(

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from loopwatch.conventions.family import Family
 from loopwatch.conventions.messages import Message
 from loopwatch.core.spans import SpanView
 
 # What a span is, in the order read_span tests them: tool call, turn, LLM call, none of these.
-TOOL, TURN, LLM, UNMARKED = 0, 1, 2, 3
+TOOL: Final = 0
+TURN: Final = 1
+LLM: Final = 2
+UNMARKED: Final = 3
 
 # A model call's messages: the attributes that hold them, kept apart with their size in bytes,
 # then read into (history, answer) only when the trace needs them.
@@ -85,7 +88,13 @@ class Emitter:
 
 def first(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
     """The first value set (not None, not empty text) among ``keys``."""
-    for key in keys:
+    if type(attrs) is dict:  # every span view's: compiled, its lookups are C calls
+        for key in keys:
+            value = attrs.get(key)
+            if value is not None and value != "":
+                return value
+        return None
+    for key in keys:  # another mapping's own get
         value = attrs.get(key)
         if value is not None and value != "":
             return value
@@ -94,6 +103,12 @@ def first(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
 
 def first_text(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
     """The first value set, when it is a text (None when it is another type)."""
+    if type(attrs) is dict:  # as in first
+        for key in keys:
+            value = attrs.get(key)
+            if value is not None and value != "":
+                return value if isinstance(value, str) else None
+        return None
     for key in keys:
         value = attrs.get(key)
         if value is not None and value != "":

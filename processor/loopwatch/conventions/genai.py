@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 from loopwatch.conventions import adk
 from loopwatch.conventions.emitter import TOOL, TURN, UNMARKED, Emitter, Held
@@ -24,9 +24,9 @@ from loopwatch.conventions.payloads import parse_text
 from loopwatch.core.records import UnreadableHistory
 from loopwatch.core.spans import SpanView
 
-OPERATION = "gen_ai.operation.name"
+OPERATION: Final = "gen_ai.operation.name"
 
-GENAI = Family(
+GENAI: Final = Family(
     name="genai",
     tool=((OPERATION, "execute_tool"),),
     turn=((OPERATION, "invoke_agent"), (OPERATION, "invoke_workflow")),
@@ -46,13 +46,13 @@ GENAI = Family(
 )
 
 # Span names that mark a kind when no attribute does (pydantic-ai v2, ADK v1).
-TOOL_NAME_PREFIXES = ("execute_tool ",)
-TOOL_SPAN_NAMES = frozenset({"running tool"})
-TURN_NAME_PREFIXES = ("invoke_agent", "invoke_workflow")
-TURN_SPAN_NAMES = frozenset({"agent run", "invocation"})
+TOOL_NAME_PREFIXES: Final = ("execute_tool ",)
+TOOL_SPAN_NAMES: Final = frozenset({"running tool"})
+TURN_NAME_PREFIXES: Final = ("invoke_agent", "invoke_workflow")
+TURN_SPAN_NAMES: Final = frozenset({"agent run", "invocation"})
 
-INPUT_MESSAGES = "gen_ai.input.messages"
-OUTPUT_MESSAGES = "gen_ai.output.messages"
+INPUT_MESSAGES: Final = "gen_ai.input.messages"
+OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 
 
 def _kind_by_name(name: str, attrs: Mapping[str, Any]) -> int:
@@ -139,7 +139,7 @@ def read_messages(attrs: Mapping[str, Any]) -> tuple[list[Message], list[Message
     return inputs, parse_messages(raw_output) if raw_output is not None else None
 
 
-EMITTER = Emitter(
+EMITTER: Final = Emitter(
     # ADK's attributes after the conventions' own: its current format writes both
     replace(
         GENAI,

@@ -8,7 +8,7 @@ Seen from openinference-instrumentation-openai-agents 2.6, -langchain 0.1.80, -s
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from loopwatch.conventions.emitter import TURN, UNMARKED, Emitter, Held
 from loopwatch.conventions.family import Family
@@ -37,11 +37,10 @@ OPENINFERENCE = Family(
 # instrumentations put the tool's JSON Schema there.
 PARAMETERS = "tool.parameters"
 
-INPUT_MESSAGES = "llm.input_messages."
-OUTPUT_MESSAGES = "llm.output_messages."
-_MESSAGE_PREFIXES = (INPUT_MESSAGES, OUTPUT_MESSAGES)
-_FIRST_INPUT = INPUT_MESSAGES + "0.message.role"
-_FIRST_OUTPUT = OUTPUT_MESSAGES + "0.message.role"
+INPUT_MESSAGES: Final = "llm.input_messages."
+OUTPUT_MESSAGES: Final = "llm.output_messages."
+_FIRST_INPUT: Final = INPUT_MESSAGES + "0.message.role"
+_FIRST_OUTPUT: Final = OUTPUT_MESSAGES + "0.message.role"
 # read from one history at most (each message costs a few lookups)
 MAX_MESSAGES = 20_000
 
@@ -97,10 +96,13 @@ def held_messages(attrs: Mapping[str, Any]) -> Held | None:
     # SDK's attribute limit drops the oldest first, and the answer is written last)
     if _FIRST_INPUT not in attrs and _FIRST_OUTPUT not in attrs:
         return None
+    if not isinstance(attrs, dict):  # (compiled, a dict's lookups are C calls; every view's is one)
+        attrs = dict(attrs)
     held: dict[str, Any] = {}
     size = 0
     for key, value in attrs.items():
-        if key.startswith(_MESSAGE_PREFIXES):
+        # (two tests, not one of a tuple: compiled, startswith of a text is a C call)
+        if key.startswith(INPUT_MESSAGES) or key.startswith(OUTPUT_MESSAGES):
             held[key] = value
             size += 100 + (len(value) if isinstance(value, str) else 8)
     return (held, size) if held else None

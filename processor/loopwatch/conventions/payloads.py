@@ -11,26 +11,26 @@ import ast
 import json
 import json.scanner
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from loopwatch.conventions.results import unwrap_output
 
-REDACTED = frozenset({"__REDACTED__", "<redacted>", "[REDACTED]", "[redacted]"})
+REDACTED: Final = frozenset({"__REDACTED__", "<redacted>", "[REDACTED]", "[redacted]"})
 # Past this a payload is not parsed; its identity is the hash of the raw text (still exact for
 # byte-equal repeats, which is all a huge payload can be compared on cheaply).
-MAX_PARSE_CHARS = 256 * 1024
+MAX_PARSE_CHARS: Final = 256 * 1024
 # Python literals (LangChain's ``str(dict)``) go through CPython's parser, linear only up to a
 # few thousand tokens and ~100 times slower than JSON: past this such a text stays a text.
-MAX_LITERAL_CHARS = 4 * 1024
-_UNWRAP_DEPTH = 6
+MAX_LITERAL_CHARS: Final = 4 * 1024
+_UNWRAP_DEPTH: Final = 6
 # The keys of a {"args", "kwargs"} call envelope (Traceloop decorators, smolagents).
-_MCP_ENVELOPE_KEYS = frozenset({"tool_name", "arguments"})
-_CALL_ENVELOPE_KEYS = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
+_MCP_ENVELOPE_KEYS: Final = frozenset({"tool_name", "arguments"})
+_CALL_ENVELOPE_KEYS: Final = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
 # A result mapping that holds none of these keys is no envelope decode_result unwraps.
-_ENVELOPE_KEYS = frozenset({"raw_output", "data", "lc", "output", "result", "content"})
+_ENVELOPE_KEYS: Final = frozenset({"raw_output", "data", "lc", "output", "result", "content"})
 # json.loads' own scanner (C where available), called directly: it is most of a tool span's
 # parsing, and loads adds three Python calls and a regex around it
-_DECODER = json.decoder.JSONDecoder()
+_DECODER: Final = json.decoder.JSONDecoder()
 # (typeshed types make_scanner's argument as a scanner, not the decoder it reads)
 _Scan = Callable[[str, int], tuple[Any, int]]
 _SCAN: _Scan = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
 from loopwatch.conventions import (
     genai,
@@ -63,7 +63,7 @@ from loopwatch.core.spans import STATUS_ERROR, SpanView
 
 # Marker attributes first, in this order; then names. MCP before GenAI: the conventions' MCP
 # span is also an execute_tool span, and only the MCP reading finds the tool in its name.
-EMITTERS = (
+EMITTERS: Final = (
     mcp.EMITTER,
     genai.EMITTER,
     openinference.EMITTER,
@@ -75,14 +75,20 @@ EMITTERS = (
 # Every attribute a marker tests, and the span-name prefixes and attributes the emitters'
 # kind_by_name may mark a span by: a span with none of them is a plain span (a Link) without
 # reading further.
-_ATTRIBUTE_HINTS = tuple(dict.fromkeys(a for e in EMITTERS for a in e.attribute_hints))
-_MARKER_KEYS = frozenset(
+_ATTRIBUTE_HINTS: Final = tuple(dict.fromkeys(a for e in EMITTERS for a in e.attribute_hints))
+_MARKER_KEYS: Final = frozenset(
     (
         *(key for e in EMITTERS for key, _ in (*e.family.tool, *e.family.turn, *e.family.llm)),
         *_ATTRIBUTE_HINTS,
     )
 )
-_NAME_HINTS = tuple(dict.fromkeys(h for e in EMITTERS for h in e.name_hints))
+_NAME_HINTS: Final = tuple(dict.fromkeys(h for e in EMITTERS for h in e.name_hints))
+# The same, looked up by first character: most spans' names start with none of theirs, and a
+# lookup tests that where startswith would test each hint (compiled, a C call each).
+_MARKER_KEY_LIST: Final = tuple(sorted(_MARKER_KEYS))
+_NAME_HINTS_BY_FIRST: Final[dict[str, tuple[str, ...]]] = {
+    first: tuple(h for h in _NAME_HINTS if h[:1] == first) for first in {h[:1] for h in _NAME_HINTS}
+}
 
 
 # Attributes read_span never looks at, by prefix: what instrumentations write in bulk (messages,
@@ -130,14 +136,19 @@ def may_be_genai(name: str, attributes: Mapping[str, Any], *, ended: bool = True
     """False only for a span that read_span reads as a Link (a cheap test on attribute keys
     and the name, for the plain spans of a web app that share the process). With ``ended``
     False, lookups only: a started span's attributes may still change on another thread."""
-    if ended:
+    if type(attributes) is dict:  # every reader's: compiled, a lookup a marker key is C
+        for key in _MARKER_KEY_LIST:
+            if key in attributes:
+                return True
+    elif ended:
         if not _MARKER_KEYS.isdisjoint(attributes):
             return True
     else:
         for key in _MARKER_KEYS:
             if key in attributes:
                 return True
-    return name.startswith(_NAME_HINTS)
+    hints = _NAME_HINTS_BY_FIRST.get(name[:1])
+    return hints is not None and name.startswith(hints)
 
 
 @dataclass(frozen=True)
@@ -179,10 +190,10 @@ def _reading(emitter: Emitter) -> _Reading:
     )
 
 
-_READINGS = {e.family.name: _reading(e) for e in EMITTERS}
+_READINGS: Final = {e.family.name: _reading(e) for e in EMITTERS}
 # the emitters whose span names (or shapes) mark a kind
-_NAMED = tuple(r for r in _READINGS.values() if r.emitter.kind_by_name is not no_kind)
-_TOOL_AGENT = ("gen_ai.agent.name", "agent.name")
+_NAMED: Final = tuple(r for r in _READINGS.values() if r.emitter.kind_by_name is not no_kind)
+_TOOL_AGENT: Final = ("gen_ai.agent.name", "agent.name")
 _Hit = tuple[int, "_Reading | None"]
 _UNREAD: _Hit = (UNMARKED, None)
 
@@ -214,22 +225,32 @@ def _marker_table() -> tuple[tuple[str, dict[str, _Hit], _Hit], ...]:
     )
 
 
-_MARKER_TABLE = _marker_table()
+_MARKER_TABLE: Final = _marker_table()
 
 
 def _choose(name: str, attrs: Mapping[str, Any]) -> tuple[int, _Reading | None]:
     """What the span is and which emitter wrote it: a tool if any marker or name says so,
     else a turn, else an LLM call; one lookup a marker key."""
     kind, reading = UNMARKED, None
-    for key, values, any_hit in _MARKER_TABLE:
-        value = attrs.get(key)
-        if value is not None:
-            # markers name texts; another type matches only "any value"
-            hit = values.get(value, any_hit) if isinstance(value, str) else any_hit
-            if hit[0] < kind:
-                if hit[0] == TOOL:
-                    return hit
-                kind, reading = hit
+    if type(attrs) is dict:  # every span view's: compiled, its lookups are C calls
+        for key, values, any_hit in _MARKER_TABLE:
+            value = attrs.get(key)
+            if value is not None:
+                # markers name texts; another type matches only "any value"
+                hit = values.get(value, any_hit) if isinstance(value, str) else any_hit
+                if hit[0] < kind:
+                    if hit[0] == TOOL:
+                        return hit
+                    kind, reading = hit
+    else:  # the same through another mapping's own get
+        for key, values, any_hit in _MARKER_TABLE:
+            value = attrs.get(key)
+            if value is not None:
+                hit = values.get(value, any_hit) if isinstance(value, str) else any_hit
+                if hit[0] < kind:
+                    if hit[0] == TOOL:
+                        return hit
+                    kind, reading = hit
     if name.startswith(_NAME_HINTS) or _has_attribute_hint(attrs):
         for named in _NAMED:
             by_name = named.emitter.kind_by_name(name, attrs)

@@ -7,6 +7,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final
 
 from loopwatch.core.config import Config
 from loopwatch.core.conversations import Conversations, Ready
@@ -30,30 +31,30 @@ log = logging.getLogger("loopwatch")
 
 # Drop reasons (loopwatch_spans_dropped_total{reason}) and eviction reasons; all of them here,
 # so the metrics can show every one at 0 from the start.
-DROP_TURN_FULL = "turn_full"
-DROP_ERROR = "error"
-DROP_QUEUE_FULL = "queue_full"  # in process: the span queue was full
-UNKNOWN_SERVICE = "unknown"
-DROP_INVALID_ID = "invalid_id"  # the service: an OTLP span without a valid trace or span id
-DROP_MEMORY = "memory"  # held spans of a trace evicted by the byte budget that made no turn
-DROP_REASONS = (DROP_QUEUE_FULL, DROP_TURN_FULL, DROP_ERROR, DROP_INVALID_ID, DROP_MEMORY)
-EVICT_IDLE = "idle"
-EVICT_CAPACITY = "capacity"
-EVICT_MEMORY = "memory"
-EVICT_SHUTDOWN = "shutdown"
-EVICT_REASONS = (EVICT_IDLE, EVICT_CAPACITY, EVICT_MEMORY, EVICT_SHUTDOWN)
+DROP_TURN_FULL: Final = "turn_full"
+DROP_ERROR: Final = "error"
+DROP_QUEUE_FULL: Final = "queue_full"  # in process: the span queue was full
+UNKNOWN_SERVICE: Final = "unknown"
+DROP_INVALID_ID: Final = "invalid_id"  # the service: an OTLP span without a valid trace or span id
+DROP_MEMORY: Final = "memory"  # held spans of a trace evicted by the byte budget that made no turn
+DROP_REASONS: Final = (DROP_QUEUE_FULL, DROP_TURN_FULL, DROP_ERROR, DROP_INVALID_ID, DROP_MEMORY)
+EVICT_IDLE: Final = "idle"
+EVICT_CAPACITY: Final = "capacity"
+EVICT_MEMORY: Final = "memory"
+EVICT_SHUTDOWN: Final = "shutdown"
+EVICT_REASONS: Final = (EVICT_IDLE, EVICT_CAPACITY, EVICT_MEMORY, EVICT_SHUTDOWN)
 
 # How many finalized trace ids are remembered to recognise late spans.
-_FINALIZED_MEMORY_FACTOR = 4
+_FINALIZED_MEMORY_FACTOR: Final = 4
 
 # What the buffers cost, estimated (CPython 3.11, 64-bit ids, measured with tracemalloc): a
 # record is a slotted object with its ids, times and names (plus the names' length); a record
 # under a parent is also an entry of the children index and of the referenced set; a span id in
 # a set; a trace's own objects.
 RECORD_BYTES: dict[type, int] = {ToolCall: 520, TurnMark: 300, LlmMark: 300, Link: 280}
-CHILD_BYTES = 140
-SET_ENTRY_BYTES = 70
-TRACE_BYTES = 1000
+CHILD_BYTES: Final = 140
+SET_ENTRY_BYTES: Final = 70
+TRACE_BYTES: Final = 1000
 
 
 def record_bytes(record: Record) -> int:
@@ -76,7 +77,7 @@ def record_bytes(record: Record) -> int:
     return size
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class _Trace:
     service: str
     last_seen: float
@@ -94,6 +95,32 @@ class _Trace:
     conversing: bool = False
     tool_spans: bool = False
     size: int = TRACE_BYTES  # estimated bytes held, counted in TurnAssembler.buffered_bytes
+
+    # written out (init=False): compiled, dataclass's generated __init__ is Python code that
+    # sets each field through its descriptor; this one is C
+    def __init__(
+        self,
+        service: str,
+        last_seen: float,
+        records: dict[int, Record] | None = None,
+        children: dict[int, dict[int, None]] | None = None,
+        in_turn: set[int] | None = None,
+        referenced: set[int] | None = None,
+        turns_emitted: int = 0,
+        conversing: bool = False,
+        tool_spans: bool = False,
+        size: int = TRACE_BYTES,
+    ) -> None:
+        self.service = service
+        self.last_seen = last_seen
+        self.records = {} if records is None else records
+        self.children = {} if children is None else children
+        self.in_turn = set() if in_turn is None else in_turn
+        self.referenced = set() if referenced is None else referenced
+        self.turns_emitted = turns_emitted
+        self.conversing = conversing
+        self.tool_spans = tool_spans
+        self.size = size
 
 
 class TurnAssembler:

@@ -9,19 +9,20 @@ import json
 import json.encoder
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
-WHOLE_ARGUMENTS = "*"
-WHOLE_ARGUMENTS_FIELDS = (WHOLE_ARGUMENTS,)  # an identity of the whole arguments (built once)
+WHOLE_ARGUMENTS: Final = "*"
+# an identity of the whole arguments (built once)
+WHOLE_ARGUMENTS_FIELDS: Final = (WHOLE_ARGUMENTS,)
 # Free text: a string with whitespace, or longer than this (long enough for a UUID, a SHA-256
 # hex digest or an e-mail address, short of a sentence written without spaces).
-FREE_TEXT_CHARS = 64
+FREE_TEXT_CHARS: Final = 64
 # Nesting read for free text; deeper values are kept whole (bounded work on hostile input).
-_FREE_TEXT_DEPTH = 8
-_WHITESPACE = re.compile(r"\s")
-_has_whitespace = _WHITESPACE.search
+_FREE_TEXT_DEPTH: Final = 8
+_WHITESPACE: Final = re.compile(r"\s")
+_has_whitespace: Final = _WHITESPACE.search
 # isinstance's type tuples, built once (``dict | list`` builds a new union on every call)
-_CONTAINERS = (dict, list)
+_CONTAINERS: Final = (dict, list)
 
 
 class _Missing:
@@ -33,7 +34,7 @@ MISSING: Any = _Missing()
 
 
 # One encoder for every call: json.dumps with options builds a new one each time.
-_CANONICAL = json.JSONEncoder(
+_CANONICAL: Final = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
 )
 # The same encoder's C core, built once: JSONEncoder.encode builds it anew on every call (half
@@ -41,7 +42,7 @@ _CANONICAL = json.JSONEncoder(
 # not be thread-safe): a cycle recurses until RecursionError, and then _CANONICAL runs, with the
 # check, and raises what it always raised.
 _make_encoder: Callable[..., Any] | None = getattr(json.encoder, "c_make_encoder", None)
-_C_ENCODE = (
+_C_ENCODE: Final = (
     _make_encoder(None, repr, json.encoder.encode_basestring, None, ":", ",", True, False, True)
     if _make_encoder is not None
     else None
@@ -69,7 +70,7 @@ def _builtin_sha256() -> Callable[[bytes], Any]:
     return hashlib.sha256
 
 
-_sha256 = _builtin_sha256()
+_sha256: Final = _builtin_sha256()
 
 
 def short_hash(text: str, length: int = 16) -> str:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.core.identity import identity_hash, without_free_text
 from loopwatch.core.outcomes import ERROR_CLASSES, OK
 
-UNKNOWN_IDENTITY = "?"
-_FAILED = frozenset(ERROR_CLASSES)
+UNKNOWN_IDENTITY: Final = "?"
+_FAILED: Final = frozenset(ERROR_CLASSES)
 
 
 class AttemptKey:

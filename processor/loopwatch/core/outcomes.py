@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.core.identity import MISSING, canonical_json, get_path, short_hash
 
-OK = "ok"
-ERROR_CLASSES = (
+OK: Final = "ok"
+ERROR_CLASSES: Final = (
     "timeout",
     "rate_limited",
     "unavailable",
@@ -22,14 +22,14 @@ ERROR_CLASSES = (
     "server_error",
     "tool_error",
 )
-EMPTY = "empty"
-ROWS = "rows"
+EMPTY: Final = "empty"
+ROWS: Final = "rows"
 # How much of one message, error type or status description is read to classify it: what
 # names the failure comes first, and a bound keeps a hostile megabyte-long message cheap.
-MAX_EXAMINED_CHARS = 4 * 1024
+MAX_EXAMINED_CHARS: Final = 4 * 1024
 
 # Exception classes whose name alone decides (last dotted component, lower case).
-_SPECIFIC_TYPES = {
+_SPECIFIC_TYPES: Final = {
     "timeout": "timeout timeouterror readtimeout connecttimeout writetimeout pooltimeout "
     "timeoutexception deadlineexceeded apitimeouterror timeoutexpired",
     "rate_limited": "ratelimiterror ratelimitexceeded toomanyrequests resourceexhausted "
@@ -45,9 +45,9 @@ _SPECIFIC_TYPES = {
     "badrequesterror unprocessableentityerror",
     "server_error": "internalservererror internalerror servererror",
 }
-_TYPE_CLASS = {name: cls for cls, names in _SPECIFIC_TYPES.items() for name in names.split()}
+_TYPE_CLASS: Final = {name: cls for cls, names in _SPECIFIC_TYPES.items() for name in names.split()}
 # Generic builtins: their message is read first, their name is only a fallback.
-_WEAK_TYPE_CLASS = {
+_WEAK_TYPE_CLASS: Final = {
     "valueerror": "invalid_arguments",
     "typeerror": "invalid_arguments",
     "keyerror": "not_found",
@@ -55,7 +55,7 @@ _WEAK_TYPE_CLASS = {
 }
 
 # Read in this order: the first class whose pattern matches wins.
-_MESSAGE_PATTERNS = [
+_MESSAGE_PATTERNS: Final = [
     (
         "timeout",
         re.compile(r"time[sd]?[ _-]?out|deadline[ _]?exceeded|\b(?:408|504)\b", re.IGNORECASE),
@@ -106,7 +106,7 @@ _MESSAGE_PATTERNS = [
 ]
 
 # A successful call whose result reads as an error (frameworks that hand the error to the model).
-_ERROR_RESULT = re.compile(
+_ERROR_RESULT: Final = re.compile(
     r"^\s*(?:error|exception|failed|failure|tool error)\b|an error occurred while",
     re.IGNORECASE,
 )
@@ -159,10 +159,10 @@ def error_text_in_result(result: Any) -> str | None:
 # "No value" rather than "no rows": what a tool that returns nothing (Python's None) records.
 # A side-effect tool called for six orders returns it six times; that is work, not an empty
 # search, so it counts as empty only for a tool declared ``result = "rows"``.
-_NO_VALUE_TEXTS = ("null", "None")
+_NO_VALUE_TEXTS: Final = ("null", "None")
 # isinstance's type tuples, built once (``list | tuple`` builds a new union on every call)
-_SEQUENCES = (list, tuple)
-_CONTAINERS = (list, dict)
+_SEQUENCES: Final = (list, tuple)
+_CONTAINERS: Final = (list, dict)
 
 
 def is_empty(value: Any, *, no_value_is_empty: bool = True) -> bool:

@@ -4,27 +4,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container
 from dataclasses import dataclass
+from typing import Final
 
 from loopwatch.core.keys import AttemptKey
 
 # Span kinds as counted in loopwatch_spans_total{kind}.
-KIND_TOOL = "tool"
-KIND_TURN = "agent"
-KIND_LLM = "llm"
-KIND_OTHER = "other"
-SPAN_KINDS = (KIND_TOOL, KIND_TURN, KIND_LLM, KIND_OTHER)
+KIND_TOOL: Final = "tool"
+KIND_TURN: Final = "agent"
+KIND_LLM: Final = "llm"
+KIND_OTHER: Final = "other"
+SPAN_KINDS: Final = (KIND_TOOL, KIND_TURN, KIND_LLM, KIND_OTHER)
 
 # What a guard did with a call, recorded on its span as ``loopwatch.guard.decision`` (or an
 # event ``loopwatch.guard`` with attribute ``decision``). A guarded call did not execute, so it
 # counts here and not as an attempt.
-GUARD_ATTRIBUTE = "loopwatch.guard.decision"
-GUARD_EVENT = "loopwatch.guard"
-GUARD_DECISIONS = frozenset(
+GUARD_ATTRIBUTE: Final = "loopwatch.guard.decision"
+GUARD_EVENT: Final = "loopwatch.guard"
+GUARD_DECISIONS: Final = frozenset(
     {"stopped", "no_rows_stopped", "budget_exhausted", "suppressed", "circuit_open"}
 )
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class ToolCall:
     span_id: int
     parent_id: int | None
@@ -42,8 +43,40 @@ class ToolCall:
     # a failed call, for when another layer of the same call saw it fail (core.layers)
     failed_identity: str | None = None
 
+    # written out (init=False): compiled, dataclass's generated __init__ is Python code that
+    # sets each field through its descriptor; this one is C
+    def __init__(
+        self,
+        span_id: int,
+        parent_id: int | None,
+        start_ns: int,
+        end_ns: int,
+        tool: str,
+        key: AttemptKey,
+        error_class: str,
+        result: str,
+        arguments_known: bool,
+        tool_version: str,
+        agent: str | None,
+        guard: str | None = None,
+        failed_identity: str | None = None,
+    ) -> None:
+        self.span_id = span_id
+        self.parent_id = parent_id
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.tool = tool
+        self.key = key
+        self.error_class = error_class
+        self.result = result
+        self.arguments_known = arguments_known
+        self.tool_version = tool_version
+        self.agent = agent
+        self.guard = guard
+        self.failed_identity = failed_identity
 
-@dataclass(slots=True)
+
+@dataclass(init=False, slots=True)
 class TurnMark:
     """An agent or workflow span: a turn when it is outermost and holds tool calls."""
 
@@ -53,6 +86,24 @@ class TurnMark:
     end_ns: int
     agent: str | None
     model: str | None
+
+    # written out (init=False): compiled, dataclass's generated __init__ is Python code that
+    # sets each field through its descriptor; this one is C
+    def __init__(
+        self,
+        span_id: int,
+        parent_id: int | None,
+        start_ns: int,
+        end_ns: int,
+        agent: str | None,
+        model: str | None,
+    ) -> None:
+        self.span_id = span_id
+        self.parent_id = parent_id
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.agent = agent
+        self.model = model
 
 
 # What a model call's messages can hold that loopwatch cannot read as it is (counted in
@@ -92,7 +143,7 @@ class Conversation:
     malformed: tuple[tuple[str, int], ...] = ()
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class Messages:
     """A model call's messages, kept unread: in most traces spans execute the tools, and the
     messages are read only for a turn rebuilt from them."""
@@ -100,8 +151,18 @@ class Messages:
     read: Callable[[], Conversation | None]
     size: int  # estimated bytes they hold
 
+    # written out (init=False): compiled, dataclass's generated __init__ is Python code that
+    # sets each field through its descriptor; this one is C
+    def __init__(
+        self,
+        read: Callable[[], Conversation | None],
+        size: int,
+    ) -> None:
+        self.read = read
+        self.size = size
 
-@dataclass(slots=True)
+
+@dataclass(init=False, slots=True)
 class LlmMark:
     span_id: int
     parent_id: int | None
@@ -112,8 +173,28 @@ class LlmMark:
     tool_versions: tuple[tuple[str, str], ...] = ()
     messages: Messages | None = None
 
+    # written out (init=False): compiled, dataclass's generated __init__ is Python code that
+    # sets each field through its descriptor; this one is C
+    def __init__(
+        self,
+        span_id: int,
+        parent_id: int | None,
+        start_ns: int,
+        end_ns: int,
+        model: str | None,
+        tool_versions: tuple[tuple[str, str], ...] = (),
+        messages: Messages | None = None,
+    ) -> None:
+        self.span_id = span_id
+        self.parent_id = parent_id
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.model = model
+        self.tool_versions = tool_versions
+        self.messages = messages
 
-@dataclass(slots=True)
+
+@dataclass(init=False, slots=True)
 class Link:
     """Any other span: kept only for the parent chain."""
 
@@ -121,6 +202,20 @@ class Link:
     parent_id: int | None
     start_ns: int
     end_ns: int
+
+    # written out (init=False): compiled, dataclass's generated __init__ is Python code that
+    # sets each field through its descriptor; this one is C
+    def __init__(
+        self,
+        span_id: int,
+        parent_id: int | None,
+        start_ns: int,
+        end_ns: int,
+    ) -> None:
+        self.span_id = span_id
+        self.parent_id = parent_id
+        self.start_ns = start_ns
+        self.end_ns = end_ns
 
 
 Record = ToolCall | TurnMark | LlmMark | Link

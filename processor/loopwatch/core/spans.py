@@ -11,13 +11,23 @@ STATUS_OK = 1
 STATUS_ERROR = 2
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class EventView:
     name: str
     attributes: Mapping[str, Any]
 
+    # written out (init=False): compiled, dataclass's generated __init__ is Python code that
+    # sets each field through its descriptor; this one is C
+    def __init__(
+        self,
+        name: str,
+        attributes: Mapping[str, Any],
+    ) -> None:
+        self.name = name
+        self.attributes = attributes
 
-@dataclass(slots=True)
+
+@dataclass(init=False, slots=True)
 class SpanView:
     """One finished span, as the core reads it.
 
@@ -36,6 +46,36 @@ class SpanView:
     status_description: str = ""
     service: str = "unknown"
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    # written out (init=False): compiled, dataclass's generated __init__ is Python code that
+    # sets each field through its descriptor; this one is C
+    def __init__(
+        self,
+        trace_id: int,
+        span_id: int,
+        parent_id: int | None,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        attributes: Mapping[str, Any],
+        events: tuple[EventView, ...] = (),
+        status_code: int = STATUS_UNSET,
+        status_description: str = "",
+        service: str = "unknown",
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.parent_id = parent_id
+        self.name = name
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.attributes = attributes
+        self.events = events
+        self.status_code = status_code
+        self.status_description = status_description
+        self.service = service
+        self.extra = {} if extra is None else extra
 
 
 def trace_hex(trace_id: int) -> str:

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import Final
 
 from loopwatch.core.config import Config
 from loopwatch.core.keys import AttemptKey
 from loopwatch.core.outcomes import EMPTY, OK
 from loopwatch.core.records import LlmMark, ToolCall, TurnMark
 
-UNKNOWN = "unknown"
-REPEAT = "repeat"
-NO_ROWS = "no_rows"
+UNKNOWN: Final = "unknown"
+REPEAT: Final = "repeat"
+NO_ROWS: Final = "no_rows"
 
 
 # Summaries are built once per turn and never changed: plain slots classes build several times
 # faster than frozen ones (a frozen __init__ sets each field through object.__setattr__).
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class ToolSummary:
     tool: str
     tool_version: str
@@ -34,8 +35,38 @@ class ToolSummary:
     calls_keyed_by_inference: int = 0
     looping_keys: tuple[tuple[AttemptKey, int], ...] = ()  # (key, attempts) at the threshold
 
+    # written out (init=False): compiled, dataclass's generated __init__ is Python code that
+    # sets each field through its descriptor; this one is C
+    def __init__(
+        self,
+        tool: str,
+        tool_version: str,
+        max_attempts: int,
+        no_rows_streak: int | None,
+        calls: tuple[tuple[str, int], ...],
+        repeats: tuple[tuple[str, int], ...],
+        loops: tuple[tuple[str, str], ...],
+        over_cap_seconds: float,
+        calls_without_arguments: int,
+        guard_decisions: tuple[tuple[str, int], ...] = (),
+        calls_keyed_by_inference: int = 0,
+        looping_keys: tuple[tuple[AttemptKey, int], ...] = (),
+    ) -> None:
+        self.tool = tool
+        self.tool_version = tool_version
+        self.max_attempts = max_attempts
+        self.no_rows_streak = no_rows_streak
+        self.calls = calls
+        self.repeats = repeats
+        self.loops = loops
+        self.over_cap_seconds = over_cap_seconds
+        self.calls_without_arguments = calls_without_arguments
+        self.guard_decisions = guard_decisions
+        self.calls_keyed_by_inference = calls_keyed_by_inference
+        self.looping_keys = looping_keys
 
-@dataclass(slots=True)
+
+@dataclass(init=False, slots=True)
 class TurnSummary:
     trace_id: int
     service: str
@@ -47,10 +78,34 @@ class TurnSummary:
     worst_key: AttemptKey | None
     tools: tuple[ToolSummary, ...]
 
+    # written out (init=False): compiled, dataclass's generated __init__ is Python code that
+    # sets each field through its descriptor; this one is C
+    def __init__(
+        self,
+        trace_id: int,
+        service: str,
+        agent: str,
+        model: str,
+        start_ns: int,
+        end_ns: int,
+        max_attempts: int,
+        worst_key: AttemptKey | None,
+        tools: tuple[ToolSummary, ...],
+    ) -> None:
+        self.trace_id = trace_id
+        self.service = service
+        self.agent = agent
+        self.model = model
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.max_attempts = max_attempts
+        self.worst_key = worst_key
+        self.tools = tools
 
-_STARTED = attrgetter("start_ns", "span_id")  # calls in the order they started
-_START = attrgetter("start_ns")
-_TOOL = attrgetter("tool")
+
+_STARTED: Final = attrgetter("start_ns", "span_id")  # calls in the order they started
+_START: Final = attrgetter("start_ns")
+_TOOL: Final = attrgetter("tool")
 
 
 def _pairs(counts: dict[str, int]) -> tuple[tuple[str, int], ...]:
