@@ -58,7 +58,10 @@ FIELDS: dict[str, str] = {
 _PROPERTIES = tuple(dict.fromkeys(p.split(".")[0] for p in FIELDS))
 
 _DIRECT: Final[dict[type, bool]] = {}  # span class -> whether its fields are read directly
-_DIRECT_CLASSES = 64  # a process has a handful of span classes; past this, no cache
+_DIRECT_CLASSES: Final = 64  # a process has a handful of span classes; past this, no cache
+# the classes the readers test for, as C statics when compiled (an import is a module global)
+_DEQUE: Final = deque
+_STATUS: Final = Status
 
 
 # A span class that overrides one of ReadableSpan's properties may return other than its field,
@@ -142,10 +145,10 @@ def read_view(span: ReadableSpan, attributes: Mapping[str, Any], service: str) -
     name = getattr(span, "_name")  # noqa: B009
     start = span._start_time or 0
     events = getattr(span._events, "_dq", None)
-    if type(events) is not deque:  # not the SDK's BoundedList: a tuple, say
+    if type(events) is not _DEQUE:  # not the SDK's BoundedList: a tuple, say
         events = span.events
     status = span._status
-    if type(status) is Status:
+    if type(status) is _STATUS:
         code, description = status._status_code, status._description
     else:
         code, description = status.status_code, status.description
@@ -168,7 +171,7 @@ def read_view(span: ReadableSpan, attributes: Mapping[str, Any], service: str) -
     )
 
 
-FAST = SpanReader(read_start, read_end, read_times, read_view)
+FAST: Final = SpanReader(read_start, read_end, read_times, read_view)
 
 
 class _Recorder(SpanProcessor):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -13,8 +13,9 @@ from opentelemetry.trace import StatusCode
 
 from loopwatch.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
 
-NO_EXTRA: Mapping[str, Any] = MappingProxyType({})  # not a new dict per span (the default)
-ERROR, OK = StatusCode.ERROR, StatusCode.OK
+NO_EXTRA: Final[Mapping[str, Any]] = MappingProxyType({})  # not a new dict per span (the default)
+ERROR: Final = StatusCode.ERROR
+OK: Final = StatusCode.OK
 Start = tuple[int, int, int | None, str, Mapping[str, Any]]
 End = tuple[int, int, int | None, str, Mapping[str, Any], Resource | None]
 
@@ -109,4 +110,4 @@ def _view(span: ReadableSpan, attributes: Mapping[str, Any], service: str) -> Sp
     )
 
 
-PUBLIC = SpanReader(_start, _end, _times, _view)
+PUBLIC: Final = SpanReader(_start, _end, _times, _view)

@@ -39,6 +39,7 @@ PARAMETERS = "tool.parameters"
 
 INPUT_MESSAGES: Final = "llm.input_messages."
 OUTPUT_MESSAGES: Final = "llm.output_messages."
+_MESSAGE_PREFIXES: Final = (INPUT_MESSAGES, OUTPUT_MESSAGES)
 _FIRST_INPUT: Final = INPUT_MESSAGES + "0.message.role"
 _FIRST_OUTPUT: Final = OUTPUT_MESSAGES + "0.message.role"
 # read from one history at most (each message costs a few lookups)
@@ -96,13 +97,13 @@ def held_messages(attrs: Mapping[str, Any]) -> Held | None:
     # SDK's attribute limit drops the oldest first, and the answer is written last)
     if _FIRST_INPUT not in attrs and _FIRST_OUTPUT not in attrs:
         return None
-    if not isinstance(attrs, dict):  # (compiled, a dict's lookups are C calls; every view's is one)
-        attrs = dict(attrs)
+    # a variable typed dict (every span view's is one): compiled, the loop reads its keys as
+    # texts, and startswith is a C call rather than a method looked up on each key
+    scanned: dict[str, Any] = attrs if isinstance(attrs, dict) else dict(attrs)
     held: dict[str, Any] = {}
     size = 0
-    for key, value in attrs.items():
-        # (two tests, not one of a tuple: compiled, startswith of a text is a C call)
-        if key.startswith(INPUT_MESSAGES) or key.startswith(OUTPUT_MESSAGES):
+    for key, value in scanned.items():
+        if key.startswith(_MESSAGE_PREFIXES):
             held[key] = value
             size += 100 + (len(value) if isinstance(value, str) else 8)
     return (held, size) if held else None

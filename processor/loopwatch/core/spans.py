@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
-STATUS_UNSET = 0
-STATUS_OK = 1
-STATUS_ERROR = 2
+STATUS_UNSET: Final = 0
+STATUS_OK: Final = 1
+STATUS_ERROR: Final = 2
 
 
 @dataclass(init=False, slots=True)
