@@ -201,17 +201,18 @@ def span_attributes(pairs: list[KeyValue]) -> dict[str, Any]:
     """A span's attributes, without those the conventions never read."""
     out: dict[str, Any] = {}
     unread = _UNREAD
+    unset = UNSET  # a local: read twice an attribute
     for kv in pairs:
         key = kv.key
         skip = unread.get(key)
         if skip or (skip is None and _learn(key)):
             continue
         value = kv.value
-        if value is UNSET:
+        if value is unset:
             out[key] = None
             continue
         text = value.string_value
-        out[key] = text if text is not UNSET else any_value(value)
+        out[key] = text if text is not unset else any_value(value)
     return out
 
 
@@ -252,15 +253,16 @@ def _spans(spans: list[msgspec.Raw], service: str, views: list[SpanView]) -> tup
     append = views.append
     fromhex = bytes.fromhex
     decode = _SPAN.decode
+    unset = UNSET  # a local: read a dozen times a span
     for raw in spans:
         span = decode(raw)
         raw_trace, raw_span, raw_parent = span.trace_id, span.span_id, span.parent_span_id
-        if raw_trace is UNSET or raw_span is UNSET:
+        if raw_trace is unset or raw_span is unset:
             raise Unusual  # trace_id, span_id: the general path
         # the file exporter's hex inline, anything else through _id
         trace_id = fromhex(raw_trace) if len(raw_trace) == 32 else _id(raw_trace)
         span_id = fromhex(raw_span) if len(raw_span) == 16 else _id(raw_span)
-        if raw_parent is UNSET:
+        if raw_parent is unset:
             parent = b""
         else:
             parent = fromhex(raw_parent) if len(raw_parent) == 16 else _id(raw_parent)
@@ -276,20 +278,20 @@ def _spans(spans: list[msgspec.Raw], service: str, views: list[SpanView]) -> tup
             rejected += 1
             continue
         has_parent = bool(parent) and any(parent)
-        start = 0 if span.start_time_unix_nano is UNSET else _int(span.start_time_unix_nano)
-        end = 0 if span.end_time_unix_nano is UNSET else _int(span.end_time_unix_nano)
-        flags = 0 if span.flags is UNSET else _int(span.flags)
-        code, message = (0, "") if span.status is UNSET else _status(span.status)
+        start = 0 if span.start_time_unix_nano is unset else _int(span.start_time_unix_nano)
+        end = 0 if span.end_time_unix_nano is unset else _int(span.end_time_unix_nano)
+        flags = 0 if span.flags is unset else _int(span.flags)
+        code, message = (0, "") if span.status is unset else _status(span.status)
         events = span.events
         append(
             SpanView(
                 int.from_bytes(trace_id),
                 int.from_bytes(span_id),
                 int.from_bytes(parent) if has_parent else None,
-                "" if span.name is UNSET else span.name,
+                "" if span.name is unset else span.name,
                 start,
                 end or start,
-                {} if span.attributes is UNSET else span_attributes(span.attributes),
+                {} if span.attributes is unset else span_attributes(span.attributes),
                 _events(events) if events else _NO_EVENTS,
                 code,
                 message,
