@@ -4,6 +4,7 @@ recorded twice)."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import subprocess
@@ -110,6 +111,39 @@ def test_a_failing_instrumentor_leaves_its_library_to_the_next(
     assert gi.instrument_frameworks(None) == ["openai", "anthropic"]
     assert _on(fakes) == ["OpenLLMetryOpenAI", "OtelGenAIAnthropic"]
     assert "could not switch on instrumentor" in caplog.text
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.usefixtures("fakes")
+def test_with_nothing_to_trace_openai_one_warning_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A hand-rolled loop over the openai SDK with no instrumentor installed would send no
+    span at all: instead of silence, one warning naming what to install."""
+    assert importlib.util.find_spec("openai") is not None  # installed here, as in such an agent
+    monkeypatch.setattr(gi, "genai_entry_points", lambda: [])
+    assert gi.instrument_frameworks(None) == []
+    (warning,) = _warnings(caplog)
+    assert "openai SDK traces none of its calls" in warning
+    assert "pip install openinference-instrumentation-openai" in warning
+    caplog.clear()  # unless the user switched openai's instrumentation off on purpose
+    monkeypatch.setenv("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "mcp,openai")
+    gi.instrument_frameworks(None)
+    assert _warnings(caplog) == []
+
+
+def test_no_warning_where_an_instrumentor_or_framework_traces(
+    fakes: list[type[_Fake]], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    gi.instrument_frameworks(None)
+    gi.instrument_frameworks(None)  # everything on already: switches on nothing, still traced
+    monkeypatch.setattr(gi, "genai_entry_points", lambda: [])
+    monkeypatch.setattr(gi, "_instrument_pydantic_ai", lambda provider: True)
+    assert gi.instrument_frameworks(None) == ["pydantic_ai"]
+    assert _warnings(caplog) == []
 
 
 def test_the_installed_families_come_in_order_of_preference() -> None:

@@ -38,6 +38,7 @@ Anything already instrumented is left as it is; a failure is a warning.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 from importlib import metadata
@@ -138,6 +139,19 @@ def _libraries(instrumentor: Any) -> set[str]:
     return out
 
 
+def _warn_if_untraced() -> None:
+    """The openai SDK emits no spans of its own: with no GenAI instrumentation at all, a loop
+    over it is invisible. Said once, with what to install, rather than exporting silence."""
+    if "openai" in disabled_names() or importlib.util.find_spec("openai") is None:
+        return
+    log.warning(
+        "loopwatch: no GenAI instrumentation is installed and the openai SDK traces none of "
+        "its calls, so an agent loop over it sends loopwatch no spans. Install one and "
+        "instrument() switches it on: pip install openinference-instrumentation-openai "
+        "(README: Hand-rolled agents). A framework that traces itself needs none."
+    )
+
+
 def _default_content_capture() -> None:
     if not os.environ.get(CAPTURE_CONTENT_VARIABLE, "").strip():
         os.environ[CAPTURE_CONTENT_VARIABLE] = _CAPTURE_ON_SPANS
@@ -204,6 +218,8 @@ def instrument_frameworks(provider: Any) -> list[str]:
         owner.update(dict.fromkeys(libraries, ep.value))
         log.debug("loopwatch: switched on %s for %s", ep.value, ", ".join(sorted(libraries)))
         done.append(str(ep.name))
+    if not owner and not done:
+        _warn_if_untraced()
     try:
         from loopwatch.mcp_tracing import instrument_mcp  # it imports this module
 
