@@ -99,12 +99,12 @@ def held_messages(attrs: Mapping[str, Any]) -> Held | None:
         return None
     # a variable typed dict (every span view's is one): compiled, the loop reads its keys as
     # texts, and startswith is a C call rather than a method looked up on each key
-    scanned: dict[str, Any] = attrs if isinstance(attrs, dict) else dict(attrs)
+    scanned: dict[str, Any] = attrs if type(attrs) is dict else dict(attrs)
     held: dict[str, Any] = {}
     size = 0
-    for key, value in scanned.items():
+    for key in scanned:  # (keys, and values only of the few held: no pair built a key)
         if key.startswith(_MESSAGE_PREFIXES):
-            held[key] = value
+            value = held[key] = scanned[key]
             size += 100 + (len(value) if isinstance(value, str) else 8)
     return (held, size) if held else None
 

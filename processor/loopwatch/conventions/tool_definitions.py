@@ -5,7 +5,7 @@ OpenInference ``llm.tools.N.tool.json_schema``)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from loopwatch.conventions.genai import GENAI
 from loopwatch.conventions.payloads import parse_text
@@ -13,6 +13,7 @@ from loopwatch.core.identity import short_hash
 
 # An agent sends the same tool definitions with every model call: their hashes are kept, keyed
 # by the attribute's text (bounded in entries and in text length).
+_DEFINITIONS: Final = GENAI.tool_definitions
 _VERSIONS_CACHE: dict[tuple[Any, ...], tuple[tuple[str, str], ...]] = {}
 _VERSIONS_CACHE_ENTRIES = 64
 _VERSIONS_CACHE_TEXT = 64 * 1024
@@ -20,7 +21,10 @@ _VERSIONS_CACHE_TEXT = 64 * 1024
 
 def tool_versions(attrs: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     """Tool name -> description hash, from the tool definitions an LLM span carries."""
-    raws = tuple(map(attrs.get, GENAI.tool_definitions))
+    if type(attrs) is dict:  # every span view's: compiled, a lookup a key is a C call
+        raws = tuple([attrs.get(key) for key in _DEFINITIONS])
+    else:
+        raws = tuple(map(attrs.get, _DEFINITIONS))
     if "llm.tools.0.tool.json_schema" in attrs:
         return _read_tool_versions(attrs)
     for raw in raws:
