@@ -363,14 +363,24 @@ class Prometheus:
             stderr=log,
         )
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.2)
+        while time.monotonic() < deadline and self.process.poll() is None:
+            if self._ours_and_ready():
+                return
+            time.sleep(0.2)
         raise RuntimeError(f"prometheus did not become ready: {self.data.parent}/prometheus.log")
+
+    def _ours_and_ready(self) -> bool:
+        """Ready, and this process: free_port's port can be taken by another test session's
+        server before this one binds it (a Prometheus, or prometheus-client's, which answers
+        any path), and its empty answers would read as no data here."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/api/v1/status/flags", timeout=2) as r:
+                flags = json.loads(r.read())["data"]
+            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as r:
+                ready = r.status == 200
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        return ready and flags.get("storage.tsdb.path") == str(self.data)
 
     def stop(self) -> None:
         if self.process is not None:
@@ -424,12 +434,17 @@ def backfilled_prometheus(
             "rules",
             "-q",
             f"--url={server.url}",
-            f"--start={start}",
+            # promtool (2.42) writes nothing for a rule whose first two-hour block has no
+            # evaluation left after --start, which depends on the clock and on the rule file's
+            # path (it offsets the group's evaluations): started on a block boundary, it has
+            f"--start={start // 7200 * 7200}",
             f"--end={end}",
             f"--output-dir={rules_out}",
             str(rule_file),
         )
         server.stop()
+        if not rules_out.is_dir():  # promtool writes no block where every query came back empty
+            raise RuntimeError(f"the recording rules gave no samples over {start}..{end}")
         for block in rules_out.iterdir():
             if block.is_dir():
                 shutil.move(str(block), data / block.name)
