@@ -63,6 +63,29 @@ def test_a_corrupt_and_a_truncated_line_are_skipped_and_named(
     assert "(2 skipped)" in out
 
 
+def test_a_line_nested_too_deeply_is_skipped_and_named(
+    recorded: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An attribute value nested 100,000 arrays deep (2.8 MB) overflows any recursive
+    decoder: that line is skipped and named, the rest read, no traceback."""
+    spans, expected = recorded
+    lines = [collector_json_line(r) for r in batches(spans)]
+    value = b'{"stringValue":"x"}'
+    for _ in range(100_000):
+        value = b'{"arrayValue":{"values":[' + value + b"]}}"
+    deep = b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"' + b"ab" * 16
+    deep += b'","spanId":"' + b"cd" * 8 + b'","attributes":[{"key":"k","value":' + value
+    deep += b"}]}]}]}]}\n"
+    path = tmp_path / "t.json"
+    path.write_bytes(b"".join([lines[0], deep, *lines[1:]]))
+    registry, outcome = replay_registry([path])
+    assert snapshot(registry) == expected
+    assert outcome.stats.skipped == 1
+    code, _, err = _replay(capsys, str(path))
+    assert code == 0
+    assert f"skipped {path}:2: not JSON: nested too deeply" in err
+
+
 def test_empty_wrong_and_missing_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     empty = tmp_path / "empty.json"
     empty.write_bytes(b"")

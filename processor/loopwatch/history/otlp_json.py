@@ -309,7 +309,7 @@ def request_views(line: bytes) -> tuple[list[SpanView], int, bool] | None:
     invalid ids, whether base64 ids were met); None when the line is not one this path reads."""
     try:
         request = _DECODER.decode(line)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # the general path names what is wrong
         return None
     return request_spans(request)
 
@@ -332,6 +332,6 @@ def request_spans(request: Request) -> tuple[list[SpanView], int, bool] | None:
                     rejected_here, base64_here = _spans(ss.spans, service, views)
                     rejected += rejected_here
                     base64_ids = base64_ids or base64_here
-    except (msgspec.DecodeError, Unusual, ValueError):
+    except (msgspec.DecodeError, Unusual, ValueError, RecursionError):
         return None
     return views, rejected, base64_ids
