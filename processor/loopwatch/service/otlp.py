@@ -6,7 +6,7 @@ import base64
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
@@ -152,20 +152,20 @@ def attributes(pairs: Iterable[Any], skip: tuple[str, ...] = ()) -> dict[str, An
 # repeat most of theirs (model, provider, kind, code location, HTTP method), and a lookup costs a
 # fraction of decoding one. Bounded in entries, and in the bytes of each (a longer one would
 # cost more to hash than it saves).
-SEEN_ENTRIES = 8192
-SEEN_BYTES = 128
+SEEN_ENTRIES: Final = 8192
+SEEN_BYTES: Final = 128
 # Not kept: the mark is the value, compared by identity (no attribute value is it). Not the
 # tuple's identity: compiled, a tuple is rebuilt each time it is passed around.
-_NOT_KEPT = object()
-_SKIPPED: tuple[str, Any] = ("", _NOT_KEPT)
+_NOT_KEPT: Final = object()
+_SKIPPED: Final[tuple[str, Any]] = ("", _NOT_KEPT)
 _SEEN: dict[bytes, tuple[str, Any]] = {}
-_SHAREABLE = (str, int, float, bool, bytes, type(None))  # immutable: one value, many spans
+_SHAREABLE: Final = (str, int, float, bool, bytes, type(None))  # immutable: one value, many spans
 # Serialized keys (UTF-8) met before: -1 for a key the conventions may read; for an unread one,
 # how many more of its values may enter _SEEN (a key whose values keep changing, an id or a
 # token count, stops filling it). Bounded in entries.
-_UNREAD_BYTES = tuple(p.encode() for p in UNREAD_PREFIXES)
-_KEYS_ENTRIES = 4096
-_VALUES_PER_UNREAD_KEY = 16
+_UNREAD_BYTES: Final = tuple(p.encode() for p in UNREAD_PREFIXES)
+_KEYS_ENTRIES: Final = 4096
+_VALUES_PER_UNREAD_KEY: Final = 16
 _KEYS: dict[bytes, int] = {}
 
 
@@ -221,7 +221,8 @@ def span_attributes(raw: Iterable[bytes]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     seen = _SEEN
     for kv in raw:
-        got = seen.get(kv)  # a long one is never there, and hashing it costs less than a call
+        # a long one is never there, so not hashed (a prompt history's several KB a value)
+        got = seen.get(kv) if len(kv) <= SEEN_BYTES else None
         if got is None:
             got = _key_value(kv)
         if got[1] is not _NOT_KEPT:
