@@ -7,6 +7,7 @@
     .venv/bin/python benchmarks/bench_builds.py service [--rounds 3] [--stream mix|histories]
     .venv/bin/python benchmarks/bench_builds.py profile [--stream mix|histories]
     .venv/bin/python benchmarks/bench_builds.py all --out benchmarks/results
+    .venv/bin/python benchmarks/bench_builds.py child service-passes mix|histories N  # callgrind
 
 Both builds are the same files, build/compiled's sources and extensions: "pure" runs them with
 LOOPWATCH_PURE_PYTHON=1, and every child's build is checked before its run. Each measurement
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import statistics
@@ -557,7 +559,40 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def child_service_passes(stream: str, passes: int) -> dict[str, Any]:
+    """The service's work in process, for callgrind: decode each request, build its span views
+    and run them through a Pipeline, ``passes`` times over 200 turns (after one pass to warm
+    the caches; one and three passes: the difference over two is one pass)."""
+    import gc
+
+    from prometheus_client import CollectorRegistry
+
+    from benchmarks.bench_service import CONFIG
+    from loopwatch.metrics import metrics_for
+    from loopwatch.service.otlp import parse_protobuf, span_views
+    from loopwatch.service.pipeline import Pipeline
+
+    logging.disable(logging.WARNING)  # the undeclared-tool warning
+    make = histories_requests if stream == "histories" else _mix_requests
+    bodies = make(int(os.environ.get("LW_TURNS", "200")), seed=1)
+    spans = 0
+    for i in range(passes + 1):
+        if i == 1:
+            gc.collect()
+            gc.freeze()
+        pipeline = Pipeline(CONFIG, metrics_for(CollectorRegistry()), worker=False)
+        for body in bodies:
+            views = span_views(parse_protobuf(body)).spans
+            spans += len(views) if i else 0
+            pipeline.process(views)
+        pipeline.finish()
+    return {"spans_a_pass": spans // max(1, passes)}
+
+
 def main() -> int:
+    if len(sys.argv) > 2 and sys.argv[1:3] == ["child", "service-passes"]:
+        print(json.dumps(child_service_passes(sys.argv[3], int(sys.argv[4]))))
+        return 0
     if len(sys.argv) > 2 and sys.argv[1:3] == ["child", "plain"]:
         print(json.dumps(child_plain(int(sys.argv[3]), int(sys.argv[4]))))
         return 0

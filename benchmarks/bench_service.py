@@ -149,7 +149,8 @@ def realistic_requests(turns: int, seed: int) -> list[bytes]:
 
 # What differs between real spans, fresh in every copy (so a copy costs the service what new
 # spans would, not what repeated ones do): per span the ids and texts of one call, per trace
-# those of one request or conversation; the rest (models, kinds, code location, routes) repeats.
+# those of one request or conversation; the rest (models, kinds, code location, routes, and
+# the messages' roles: _SAME) repeats.
 _PER_SPAN = (
     "gen_ai.response.id",
     "gen_ai.tool.call.id",
@@ -173,8 +174,13 @@ _PER_TRACE = (
 )
 
 
+_SAME = (".role",)
+
+
 def _freshen(span: Any, per_span: str, per_trace: str, number: int) -> None:
     for kv in span.attributes:
+        if kv.key.endswith(_SAME):
+            continue
         fresh = per_span if kv.key.startswith(_PER_SPAN) else None
         fresh = per_trace if kv.key.startswith(_PER_TRACE) else fresh
         if fresh is None:
