@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 import random
@@ -40,6 +39,7 @@ from loopwatch.demo.scenarios import (
 )
 from loopwatch.history.replay import Outcome, run_replay
 from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.service.otlp import hex_ids
 from tests.helpers import Pipeline, S
 
 TICKETS = {"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))}
@@ -78,21 +78,10 @@ def batches(spans: Sequence[ReadableSpan], size: int = BATCH) -> list[Any]:
     return [encode_spans(list(spans[i : i + size])) for i in range(0, len(spans), size)]
 
 
-def _hex_ids(document: dict[str, Any]) -> dict[str, Any]:
-    for rs in document.get("resourceSpans", []):
-        for ss in rs.get("scopeSpans", []):
-            for span in ss.get("spans", []):
-                for item in [span, *span.get("links", [])]:
-                    for key in ("traceId", "spanId", "parentSpanId"):
-                        if key in item:
-                            item[key] = base64.b64decode(item[key]).hex()
-    return document
-
-
 def collector_json_line(request: Any) -> bytes:
     """One request as the file exporter's ``format: json`` writes it (pdata's JSON)."""
     document = json_format.MessageToDict(request, use_integers_for_enums=True)
-    return json.dumps(_hex_ids(document), separators=(",", ":")).encode() + b"\n"
+    return json.dumps(hex_ids(document), separators=(",", ":")).encode() + b"\n"
 
 
 def write_collector_json(path: Path, requests: Iterable[Any], compress: bool = False) -> Path:

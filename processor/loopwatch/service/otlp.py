@@ -306,9 +306,9 @@ def span_views(request: Any) -> Decoded:
     return Decoded(spans, rejected)
 
 
-def hex_ids_json(request: Any) -> bytes:
-    """``request`` as OTLP/JSON (hex ids), e.g. to send to an OTLP/JSON receiver."""
-    document = json_format.MessageToDict(request)
+def hex_ids(document: dict[str, Any]) -> dict[str, Any]:
+    """A trace request in protobuf's JSON mapping (base64 ids) with its spans' and links' ids
+    in hex, as OTLP/JSON writes them (changed in place)."""
     for rs in document.get("resourceSpans", []):
         for ss in rs.get("scopeSpans", []):
             for span in ss.get("spans", []):
@@ -316,7 +316,12 @@ def hex_ids_json(request: Any) -> bytes:
                     for key in ("traceId", "spanId", "parentSpanId"):
                         if key in item:
                             item[key] = base64.b64decode(item[key]).hex()
-    return json.dumps(document).encode()
+    return document
+
+
+def hex_ids_json(request: Any) -> bytes:
+    """``request`` as OTLP/JSON (hex ids), e.g. to send to an OTLP/JSON receiver."""
+    return json.dumps(hex_ids(json_format.MessageToDict(request))).encode()
 
 
 __all__ = [
@@ -324,6 +329,7 @@ __all__ = [
     "Decoded",
     "RequestError",
     "count_spans",
+    "hex_ids",
     "hex_ids_json",
     "parse_json",
     "parse_protobuf",
