@@ -574,7 +574,7 @@ def child_service_passes(stream: str, passes: int) -> dict[str, Any]:
 
     logging.disable(logging.WARNING)  # the undeclared-tool warning
     make = histories_requests if stream == "histories" else _mix_requests
-    bodies = make(int(os.environ.get("LW_TURNS", "200")), seed=1)
+    bodies = make(200, seed=1)
     spans = 0
     for i in range(passes + 1):
         if i == 1:
