@@ -3,6 +3,7 @@ dict the official messages give, whatever the encoder's layout, with bounded cac
 
 from __future__ import annotations
 
+from google.protobuf.message import DecodeError
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -81,3 +82,45 @@ def test_caches_stay_bounded_and_share_only_immutable_values() -> None:
 
 def _pair(key: str, text: str) -> KeyValue:
     return KeyValue(key=key, value=AnyValue(string_value=text))
+
+
+def _official(raw: bytes) -> object:
+    try:
+        return attributes([KeyValue.FromString(raw)], UNREAD_PREFIXES)
+    except DecodeError:
+        return "rejected"
+
+
+def _ours(raw: bytes) -> object:
+    try:
+        return span_attributes([raw])
+    except otlp.RequestError:
+        return "rejected"
+
+
+def test_text_values_read_without_protobuf_read_as_protobuf_reads_them() -> None:
+    texts = ["", "a", "é" * 70, "x" * 200, "y" * 20_000, "line\nbreak", "\u2603", "\U0001f600"]
+    written = [_kv(f"tool.k{i}", t) for i, t in enumerate(texts)]
+    others = [
+        KeyValue(key="n", value=AnyValue(int_value=5)),
+        KeyValue(key="b", value=AnyValue(bool_value=True)),
+        KeyValue(key="d", value=AnyValue(double_value=0.5)),
+        KeyValue(key="raw", value=AnyValue(bytes_value=b"\xff\x00")),
+        KeyValue(key="none"),
+    ]
+    by_hand = [
+        b"\x0a\x01k\x12\x84\x00\x0a\x02hi",  # the value's length written in two bytes
+        b"\x0a\x01k\x12\x06\x0a\x01a\x0a\x01b",  # two strings: protobuf keeps the last
+        b"\x0a\x01k\x12\x03\x0a\x01a\x0a\x01k",  # the key again after the value
+        b"\x0a\x01k\x12\x04\x0a\x02\xc3\x28",  # the text not UTF-8
+        b"\x0a\x01\xff\x12\x03\x0a\x01a",  # the key not UTF-8
+        b"\x0a\x01k\x12\x03\x0a\x05abc",  # the text's length past the end
+        b"\x0a\x01k\x12\xff\xff\xff\xff\xff\x0a\x01a",  # a length of five bytes
+    ]
+    cases = [*written, *(bytes(o.SerializeToString()) for o in others), *by_hand]
+    cases += [c[:cut] for c in written for cut in (4, len(c) - 1) if cut < len(c)]
+    for raw in cases:
+        expected = _official(raw)
+        assert _ours(raw) == expected, raw[:40]
+        assert _ours(raw) == expected, raw[:40]  # again, from the cache
+    assert _ours(written[4]) == {"tool.k4": "y" * 20_000}

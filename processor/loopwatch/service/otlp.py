@@ -184,6 +184,38 @@ def _remember(raw: bytes, got: tuple[str, Any]) -> None:
         _SEEN[raw] = got
 
 
+def _varint(raw: bytes, at: int) -> tuple[int, int]:
+    """(value, offset after it) of the varint at ``at``; value -1 past four bytes or the end."""
+    value = shift = 0
+    end = min(len(raw), at + 4)
+    while at < end:
+        byte = raw[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
+    return -1, at
+
+
+def _text_value(raw: bytes, at: int) -> str | None:
+    """The string at ``at`` when the rest of ``raw`` is a value written as encoders write a
+    string (field 2, an AnyValue holding only field 1) and valid UTF-8; None for anything
+    else, which protobuf then reads (and rejects)."""
+    if at >= len(raw) or raw[at] != 0x12:
+        return None
+    outer, at = _varint(raw, at + 1)
+    if at + outer != len(raw) or at >= len(raw) or raw[at] != 0x0A:
+        return None
+    inner, at = _varint(raw, at + 1)
+    if inner < 0 or at + inner != len(raw):
+        return None
+    try:
+        return raw[at:].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def _key_value(raw: bytes) -> tuple[str, Any]:
     # The key as encoders write it: the first field (tag 0x0A), its length in one byte. An
     # attribute skipped by it is not decoded, so not checked: its value is never read.
@@ -198,6 +230,17 @@ def _key_value(raw: bytes) -> tuple[str, Any]:
                 _KEYS[key] = left - 1
                 _remember(raw, _SKIPPED)
             return _SKIPPED
+        # a text value written as encoders write it (most are), read without protobuf's
+        # message objects: a third of what decoding the pair costs
+        text = _text_value(raw, 2 + size) if len(key) == size else None
+        if text is not None:
+            try:
+                got: tuple[str, Any] = (key.decode("utf-8"), text)
+            except UnicodeDecodeError:
+                pass
+            else:
+                _remember(raw, got)
+                return got
     try:
         pair = KeyValue.FromString(raw)
     except (DecodeError, RuntimeError, ValueError) as e:
