@@ -230,8 +230,8 @@ def _key_value(raw: bytes) -> tuple[str, Any]:
                 _KEYS[key] = left - 1
                 _remember(raw, _SKIPPED)
             return _SKIPPED
-        # a text value written as encoders write it (most are), read without protobuf's
-        # message objects: a third of what decoding the pair costs
+        # a text value written as encoders write it (most are): read here, without the
+        # message objects protobuf builds for the pair (they cost more than the reading)
         text = _text_value(raw, 2 + size) if len(key) == size else None
         if text is not None:
             try:
