@@ -25,7 +25,9 @@ plain: process CPU (every thread) per plain web span (an HTTP server span with a
   alone, with loopwatch alone, and with no span processor, taking turns in one process in
   short segments (ABCCBA...), each ending with a flush. "adds" is a setup's cost over no
   processor. Goal: loopwatch adds at most what BatchSpanProcessor adds (<= 1.0x). The same in
-  instructions too (callgrind, every thread; each setup alone, one and four segments).
+  instructions too (callgrind, every thread; each setup alone, one and four segments), beside
+  two references: a processor that only holds each finished span until the flush, and one that
+  reads each span's ids and times in on_end and holds only those (the garbage collector's share).
 service: bench_service.py rate's pre-encoded requests (two driver processes) over gRPC and
   HTTP into ``loopwatch serve`` of each build: spans per CPU-second of the service. Every
   round also times protobuf's decode-only rate of the rate stream's requests here, per
@@ -207,10 +209,17 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
 
 # -- plain: process CPU per plain span against BatchSpanProcessor -------------------------------
 PLAIN_SETUPS = ("none", "batch", "loopwatch")
+# Instructions only, for where the cost of a processor that works off the agent's thread comes
+# from: "hold" keeps each finished span until the flush and does nothing else (what any such
+# processor's queue does to the garbage collector); "read" reads each span's ids and times in
+# on_end instead and keeps only those.
+HOLD_SETUPS = ("hold", "read")
 
 
 def _plain_provider(how: str) -> Any:
-    from opentelemetry.sdk.trace import ReadableSpan
+    from collections import deque
+
+    from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
     from prometheus_client import CollectorRegistry
 
@@ -221,6 +230,32 @@ def _plain_provider(how: str) -> Any:
         def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
+    class Hold(SpanProcessor):
+        def __init__(self) -> None:
+            self.held: deque[Any] = deque()
+
+        def on_end(self, span: ReadableSpan) -> None:
+            self.held.append(span)
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            self.held.clear()
+            return True
+
+    class Read(Hold):
+        def on_end(self, span: ReadableSpan) -> None:
+            ctx, parent = span.context, span.parent
+            self.held.append(
+                (
+                    ctx.trace_id,
+                    ctx.span_id,
+                    parent and parent.span_id,
+                    span.start_time,
+                    span.end_time,
+                )
+            )
+
+    if how in HOLD_SETUPS:
+        return provider(7, Hold() if how == "hold" else Read())
     if how == "batch":
         return provider(7, BatchSpanProcessor(Null(), max_queue_size=100_000))
     if how == "loopwatch":
@@ -299,7 +334,7 @@ def plain(args: argparse.Namespace) -> dict[str, Any]:
     # alone, the difference over three is one segment (2 x requests spans)
     for build in BUILDS:
         per_span = {}
-        for how in PLAIN_SETUPS:
+        for how in (*PLAIN_SETUPS, *HOLD_SETUPS):
             one, four = (
                 _callgrind(build, "bench_builds.py", "plain-one", how, "1000", str(n))
                 for n in (1, 4)
@@ -312,6 +347,12 @@ def plain(args: argparse.Namespace) -> dict[str, Any]:
             f"plain {build:<9} instructions a span: no processor {per_span['none']:,.0f}, Batch "
             f"{per_span['batch']:,.0f}, loopwatch {per_span['loopwatch']:,.0f}: loopwatch adds "
             f"{adds:.3f}x what Batch adds",
+            flush=True,
+        )
+        print(
+            f"plain {build:<9} instructions a span added by holding each finished span until "
+            f"the flush: {per_span['hold'] - per_span['none']:,.0f}; by reading its ids and "
+            f"times in on_end and holding those: {per_span['read'] - per_span['none']:,.0f}",
             flush=True,
         )
     report["goal_adds"] = 1.0
