@@ -152,13 +152,15 @@ class Pipeline:
                 records.append(None)
                 with contextlib.suppress(Exception):
                     self.sink.dropped(DROP_ERROR)
-        add = self._assembler.add
+        # called on the assembler, not bound to a local: compiled, a call of a bound method is
+        # a Python call, its keyword matched at run time
+        assembler = self._assembler
         counts: dict[str, int] = {}
         for span, record in zip(spans, records, strict=True):
             if record is None:
                 continue
             try:
-                add(span.trace_id, span.service, record, root_finalizes=False)
+                assembler.add(span.trace_id, span.service, record, root_finalizes=False)
                 kind = kind_of(record)
                 counts[kind] = counts.get(kind, 0) + 1
                 # only an agent or tool span, or one with a remote parent, can start the grace
