@@ -205,7 +205,7 @@ def _text_value(raw: bytes, at: int) -> str | None:
     if at >= len(raw) or raw[at] != 0x12:
         return None
     outer, at = _varint(raw, at + 1)
-    if at + outer != len(raw) or at >= len(raw) or raw[at] != 0x0A:
+    if outer < 0 or at + outer != len(raw) or at >= len(raw) or raw[at] != 0x0A:
         return None
     inner, at = _varint(raw, at + 1)
     if inner < 0 or at + inner != len(raw):
