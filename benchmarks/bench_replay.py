@@ -7,6 +7,13 @@
                                                        [--format json|proto] [--out DIR]
     .venv/bin/python benchmarks/bench_replay.py json-split [--copies 40] [--rounds 3]
     .venv/bin/python benchmarks/bench_replay.py false-alarms [--seeds 2000] [--out DIR]
+    .venv/bin/python benchmarks/bench_replay.py json-stages STAGE N   # under callgrind
+
+json-stages: the rate stream's file exporter JSON lines (300 turns) read N times in process,
+up to STAGE: "none" (nothing), "request" (each line decoded with its spans left raw), "spans"
+(each span decoded too) or "views" (each span read into its view). Under callgrind, one and
+three passes of two stages: the difference over two, over the spans a pass, is one pass's
+cost of the later stage's work and the ones before it.
 
 rate: bench_service.py's realistic stream (spans with 15-30 attributes, fresh ids and values in
 every copy), written as the Collector's file exporter writes it: ``format: proto`` (length-
@@ -200,6 +207,32 @@ def json_split(args: argparse.Namespace) -> None:
     print(json.dumps(report, indent=2))
 
 
+def json_stages(stage: str, passes: int) -> None:
+    from loopwatch.history.otlp_json import _DECODER, _SPAN, request_spans
+
+    lines = [
+        collector_json_line(ExportTraceServiceRequest.FromString(body))
+        for body in realistic_requests(300, seed=1)
+    ]
+    spans = 0
+    for _ in range(passes):
+        for line in lines:
+            if stage == "none":
+                continue
+            request = _DECODER.decode(line)
+            if stage == "spans":
+                for rs in request.resource_spans:
+                    for ss in rs.scope_spans or ():
+                        for raw in ss.spans or ():
+                            _SPAN.decode(raw)
+                            spans += 1
+            elif stage == "views":
+                read = request_spans(request)
+                assert read is not None
+                spans += len(read[0])
+    print(json.dumps({"stage": stage, "passes": passes, "spans": spans}))
+
+
 # -- memory ---------------------------------------------------------------------------------------
 COPY_EVERY_NS = 3600 * 10**9  # span time between copies: more than one copy covers (55 min)
 
@@ -366,6 +399,9 @@ def false_alarms(args: argparse.Namespace) -> None:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "child":
         child(sys.argv[2])
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "json-stages":
+        json_stages(sys.argv[2], int(sys.argv[3]))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "memory-child":
         memory_child(sys.argv[2], sys.argv[3])
