@@ -10,10 +10,9 @@
     .venv/bin/python benchmarks/bench_replay.py json-stages STAGE N   # under callgrind
 
 json-stages: the rate stream's file exporter JSON lines (300 turns) read N times in process,
-up to STAGE: "none" (nothing), "request" (each line decoded with its spans left raw), "spans"
-(each span decoded too) or "views" (each span read into its view). Under callgrind, one and
-three passes of two stages: the difference over two, over the spans a pass, is one pass's
-cost of the later stage's work and the ones before it.
+up to STAGE: "none" (nothing) or "views" (each line decoded and its spans read into their
+views). Under callgrind, one and three passes: the difference over two, over the spans a pass,
+is one pass's cost of reading the lines.
 
 rate: bench_service.py's realistic stream (spans with 15-30 attributes, fresh ids and values in
 every copy), written as the Collector's file exporter writes it: ``format: proto`` (length-
@@ -25,8 +24,9 @@ go into ``loopwatch serve`` over gRPC from two driver processes (bench_service.p
 each replay's ratio to the service's spans per CPU-second: the machine is shared, so the ratio
 is the figure.
 
-json-split: where the CPU of reading that stream's file exporter JSON goes, per span: Python's
-json, freeing the parsed document, the conversion to span views, and the pipeline after it.
+json-split: where the CPU of replaying that stream's file exporter JSON goes, per span: reading
+the lines into span views, and the pipeline after it; and, beside them, Python's json.loads
+and freeing its dicts.
 
 memory: the peak memory of ``loopwatch replay FILE --openmetrics OUT`` over files of that
 stream's spans as a long stored period would hold them (copies in time order, each under new
@@ -149,22 +149,20 @@ def rate(args: argparse.Namespace) -> None:
 
 # -- where a JSON replay's CPU goes -------------------------------------------------------------
 JSON_STAGES = (
-    "the request decoded (its spans left raw)",
-    "each span decoded, read into its view, freed",
-    "the request freed",
+    "each line decoded into span views (its structs freed)",
     "the pipeline",
 )
 
 
 def json_split(args: argparse.Namespace) -> None:
-    """The stages of reading the file exporter's JSON, each timed alone on the same lines:
-    msgspec's decode of the request into typed structs (each span left raw), each span decoded
-    and turned into its view, freeing the request, the pipeline; and, beside them, Python's
-    json.loads and freeing its dicts (what the structs replaced)."""
+    """The stages of replaying the file exporter's JSON, each timed alone on the same lines:
+    msgspec's decode of each line into typed structs, each span read into its view as it is
+    decoded; the pipeline; and, beside them, Python's json.loads and freeing its dicts (what
+    the structs replaced)."""
     from dataclasses import replace
 
     from benchmarks.bench_service import CONFIG
-    from loopwatch.history.otlp_json import _DECODER, request_spans
+    from loopwatch.history.otlp_json import request_views
     from loopwatch.history.replay import Replay, own_process
     from loopwatch.history.report import Report, ReportSink
     from tests.replay_support import timed_copies
@@ -182,21 +180,15 @@ def json_split(args: argparse.Namespace) -> None:
             spans = 0
             for line in timed_copies(lines, args.copies, COPY_EVERY_NS):
                 t0 = time.process_time()
-                request = _DECODER.decode(line)
+                read = request_views(line)
                 t1 = time.process_time()
-                read = request_spans(request)
-                t2 = time.process_time()
-                del request
-                t3 = time.process_time()
                 assert read is not None
                 replay.feed(read[0])
-                t4 = time.process_time()
+                t2 = time.process_time()
                 json.loads(line)
-                t5 = time.process_time()
+                t3 = time.process_time()
                 spans += len(read[0])
-                for stage, seconds in zip(
-                    took, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4), strict=True
-                ):
+                for stage, seconds in zip(took, (t1 - t0, t2 - t1, t3 - t2), strict=True):
                     took[stage] += seconds
             replay.finish()
         for stage, seconds in took.items():
@@ -208,8 +200,10 @@ def json_split(args: argparse.Namespace) -> None:
 
 
 def json_stages(stage: str, passes: int) -> None:
-    from loopwatch.history.otlp_json import _DECODER, _SPAN, request_spans
+    from loopwatch.history.otlp_json import request_views
 
+    if stage not in ("none", "views"):
+        raise SystemExit(f"json-stages: STAGE is none or views, not {stage!r}")
     lines = [
         collector_json_line(ExportTraceServiceRequest.FromString(body))
         for body in realistic_requests(300, seed=1)
@@ -217,17 +211,8 @@ def json_stages(stage: str, passes: int) -> None:
     spans = 0
     for _ in range(passes):
         for line in lines:
-            if stage == "none":
-                continue
-            request = _DECODER.decode(line)
-            if stage == "spans":
-                for rs in request.resource_spans:
-                    for ss in rs.scope_spans or ():
-                        for raw in ss.spans or ():
-                            _SPAN.decode(raw)
-                            spans += 1
-            elif stage == "views":
-                read = request_spans(request)
+            if stage == "views":
+                read = request_views(line)
                 assert read is not None
                 spans += len(read[0])
     print(json.dumps({"stage": stage, "passes": passes, "spans": spans}))

@@ -254,6 +254,23 @@ def test_the_typed_path_builds_the_same_span_views_and_leaves_the_unusual(record
         assert [repr(v) for v in views] == [repr(v) for v in fast]
     assert request_views(json.dumps(document).encode())[1:] == (1, True)  # type: ignore[index]
 
+    # several resources in a line: each span under its own resource's service, or "unknown"
+    several = json.loads(lines[0])
+    billing = json.loads(json.dumps(several["resourceSpans"][0]))
+    billing["resource"] = {
+        "attributes": [{"key": "service.name", "value": {"stringValue": "billing"}}]
+    }
+    bare = json.loads(json.dumps(several["resourceSpans"][0]))
+    del bare["resource"]
+    several["resourceSpans"] += [billing, bare]
+    typed = request_views(json.dumps(several).encode())
+    assert typed is not None
+    assert [repr(v) for v in typed[0]] == [repr(v) for v in fast_views(several)[0]]
+    services = [v.service for v in typed[0]]
+    third = len(services) // 3
+    assert services[third:] == ["billing"] * third + ["unknown"] * third
+    assert services[0] not in ("billing", "unknown")
+
     # not read here, each for the general path to read or name
     def changed(change: Any) -> bytes:
         unusual = json.loads(json.dumps(document))
@@ -278,7 +295,10 @@ def test_the_typed_path_builds_the_same_span_views_and_leaves_the_unusual(record
     def bad_id(rs: dict[str, Any]) -> None:
         rs["scopeSpans"][0]["spans"][0]["spanId"] = "zz" * 8
 
-    for change in (legacy, null_name, number_text, two_kinds, bad_id):
+    def resource_last(rs: dict[str, Any]) -> None:
+        rs["resource"] = rs.pop("resource")  # written after its spans
+
+    for change in (legacy, null_name, number_text, two_kinds, bad_id, resource_last):
         assert request_views(changed(change)) is None, change.__name__
     assert request_views(lines[0][: len(lines[0]) // 2]) is None
     assert request_views(b'{"data": []}') is None  # Jaeger: no resourceSpans
@@ -287,25 +307,32 @@ def test_the_typed_path_builds_the_same_span_views_and_leaves_the_unusual(record
 def test_lines_the_typed_path_leaves_are_read_the_general_way(
     recorded: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A file of lines the typed path does not read (legacy scope names, nulls) among ones it
-    does gives the processor's numbers; a corrupt line among them is skipped and named."""
+    """A file of lines the typed path does not read (legacy scope names, nulls, a resource after
+    its spans) among ones it does gives the processor's numbers; a corrupt line among them is
+    skipped and named."""
     spans, expected = recorded
     from tests.replay_support import collector_json_line
 
     lines = []
     for n, request in enumerate(batches(spans)):
         line = collector_json_line(request)
-        if n % 3 == 1:
+        if n % 4 == 1:
             document = json.loads(line)
             for rs in document["resourceSpans"]:
                 rs["instrumentationLibrarySpans"] = rs.pop("scopeSpans")
             line = json.dumps(document).encode() + b"\n"
-        elif n % 3 == 2:
+        elif n % 4 == 2:
             document = json.loads(line)
             for span in document["resourceSpans"][0]["scopeSpans"][0]["spans"]:
                 span.setdefault("events", None)  # null: as if absent, for the general path
             line = json.dumps(document).encode() + b"\n"
+        elif n % 4 == 3:
+            document = json.loads(line)
+            for rs in document["resourceSpans"]:
+                rs["resource"] = rs.pop("resource")  # after its spans
+            line = json.dumps(document).encode() + b"\n"
         lines.append(line)
+    assert len(lines) >= 4
     path = tmp_path / "mixed.json"
     path.write_bytes(b"".join([lines[0], b'{"resourceSpans": [{"scopeSp\n', *lines[1:]]))
     registry, outcome = replay_registry([path])

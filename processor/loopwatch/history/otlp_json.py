@@ -1,22 +1,26 @@
 """The Collector's file exporter JSON, decoded by msgspec into typed structs that declare only
-the fields a replay reads, then turned into span views.
+the fields a replay reads, each span turned into its span view as soon as it is decoded.
 
 A line of the file exporter's JSON is one ``ExportTraceServiceRequest`` of about a megabyte.
 Python's ``json.loads`` builds a dict for every span, attribute and value in it, and freeing them
 costs half as much again; msgspec builds these structs in C instead (no dicts, no keys, unknown
 fields skipped without being built, no garbage collector tracking) in a fraction of the time.
+The structs' ``__post_init__`` hooks, which msgspec calls as it finishes each struct, read each
+span into its view and drop its attribute structs at once, while they are still in the CPU's
+caches: a line is decoded in one pass, and a request's structs never pile up.
 
 The structs accept a strict subset of OTLP JSON: every field is of the type the file exporter
-writes or absent, never ``null``. Anything else (a ``null``, a number where text belongs, a
-legacy ``instrumentationLibrarySpans``, a malformed id or value, invalid JSON) is not read here:
-:func:`request_views` returns None and the caller reads the line the general way
-(:func:`loopwatch.history.formats.fast_views`, else protobuf's ``ParseDict``), which reads it or
-says what is wrong. What this path does read gives the same span views as those (tests compare
-them on every span)."""
+writes or absent, never ``null``, and a resource before its spans. Anything else (a ``null``, a
+number where text belongs, a legacy ``instrumentationLibrarySpans``, a malformed id or value,
+invalid JSON) is not read here: :func:`request_views` returns None and the caller reads the line
+the general way (:func:`loopwatch.history.formats.fast_views`, else protobuf's ``ParseDict``),
+which reads it or says what is wrong. What this path does read gives the same span views as
+those (tests compare them on every span)."""
 
 from __future__ import annotations
 
 import base64
+import threading
 from typing import Any
 
 import msgspec
@@ -73,15 +77,21 @@ class Span(msgspec.Struct, gc=False, rename="camel"):
     events: list[Event] | UnsetType = UNSET
     status: Status | UnsetType = UNSET
 
+    def __post_init__(self) -> None:
+        _span_decoded(self)
+
 
 class ScopeSpans(msgspec.Struct, gc=False):
-    # each span decoded when it is read (_SPAN), not all of them first: one span's structs are
-    # still in the processor's cache when they are read and freed; a request's are not
-    spans: list[msgspec.Raw] | UnsetType = UNSET
+    spans: list[Span] | UnsetType = UNSET  # each one emptied once read (_span_decoded)
 
 
 class Resource(msgspec.Struct, gc=False):
     attributes: list[KeyValue] | UnsetType = UNSET
+
+    def __post_init__(self) -> None:
+        if _reading.spans_here:
+            raise Unusual  # after its spans: they were read under no service
+        _reading.service = _service(self)
 
 
 class ResourceSpans(msgspec.Struct, gc=False, rename="camel"):
@@ -91,18 +101,42 @@ class ResourceSpans(msgspec.Struct, gc=False, rename="camel"):
     instrumentation_library_spans: msgspec.Raw | UnsetType = UNSET
     scope_spans_field: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="scope_spans")
 
+    def __post_init__(self) -> None:
+        if self.scope_spans is UNSET and not (
+            self.instrumentation_library_spans is UNSET and self.scope_spans_field is UNSET
+        ):
+            raise Unusual  # the old name, or protobuf's field name: the general path
+        _reading.service = "unknown"  # for the next one's spans, when it has no resource
+        _reading.spans_here = 0
+
 
 class Request(msgspec.Struct, gc=False, rename="camel"):
     resource_spans: list[ResourceSpans]
 
 
 _DECODER = msgspec.json.Decoder(Request)
-_SPAN = msgspec.json.Decoder(Span)
 
 
 # -- span views ------------------------------------------------------------------------------------
 class Unusual(Exception):
     """Not what this path reads: the caller reads it the general way."""
+
+
+class _Reading:
+    """What the hooks have read of the line being decoded."""
+
+    def __init__(self) -> None:
+        self.views: list[SpanView] = []
+        self.service = "unknown"  # the current resource's
+        self.spans_here = 0  # spans read under the current resource
+        self.rejected = 0  # spans with invalid ids
+        self.base64_ids = False
+
+
+# The hooks take no arguments but the struct: the line's state is module-wide, one line at a
+# time (_LOCK).
+_reading = _Reading()
+_LOCK = threading.Lock()
 
 
 _STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
@@ -245,93 +279,68 @@ def _events(events: list[Event]) -> tuple[EventView, ...]:
     )
 
 
-def _spans(spans: list[msgspec.Raw], service: str, views: list[SpanView]) -> tuple[int, bool]:
-    """One scope's spans onto ``views``: (spans rejected for invalid ids, whether base64 ids
-    were met)."""
-    rejected = 0
-    base64_ids = False
-    append = views.append
-    fromhex = bytes.fromhex
-    decode = _SPAN.decode
-    unset = UNSET  # a local: read a dozen times a span
-    for raw in spans:
-        span = decode(raw)
-        raw_trace, raw_span, raw_parent = span.trace_id, span.span_id, span.parent_span_id
-        if raw_trace is unset or raw_span is unset:
-            raise Unusual  # trace_id, span_id: the general path
-        # the file exporter's hex inline, anything else through _id
-        trace_id = fromhex(raw_trace) if len(raw_trace) == 32 else _id(raw_trace)
-        span_id = fromhex(raw_span) if len(raw_span) == 16 else _id(raw_span)
-        if raw_parent is unset:
-            parent = b""
-        else:
-            parent = fromhex(raw_parent) if len(raw_parent) == 16 else _id(raw_parent)
-        if len(raw_trace) == 24:
-            base64_ids = True
-        if not (
-            len(trace_id) == 16
-            and len(span_id) == 8
-            and len(parent) in (0, 8)
-            and any(trace_id)
-            and any(span_id)
-        ):
-            rejected += 1
-            continue
-        has_parent = bool(parent) and any(parent)
-        start = 0 if span.start_time_unix_nano is unset else _int(span.start_time_unix_nano)
-        end = 0 if span.end_time_unix_nano is unset else _int(span.end_time_unix_nano)
-        flags = 0 if span.flags is unset else _int(span.flags)
-        code, message = (0, "") if span.status is unset else _status(span.status)
-        events = span.events
-        append(
-            SpanView(
-                int.from_bytes(trace_id),
-                int.from_bytes(span_id),
-                int.from_bytes(parent) if has_parent else None,
-                "" if span.name is unset else span.name,
-                start,
-                end or start,
-                {} if span.attributes is unset else span_attributes(span.attributes),
-                _events(events) if events else _NO_EVENTS,
-                code,
-                message,
-                service,
-                {REMOTE_PARENT: True}
-                if has_parent and flags & _REMOTE_BOTH == _REMOTE_BOTH
-                else {},
-            )
+def _span_decoded(span: Span) -> None:
+    """A span msgspec has just built: its view onto the line's, its attributes and events
+    dropped (Unusual, or ValueError, for what the general path reads)."""
+    reading = _reading
+    reading.spans_here += 1
+    unset = UNSET  # a local: read a dozen times
+    raw_trace, raw_span, raw_parent = span.trace_id, span.span_id, span.parent_span_id
+    if raw_trace is unset or raw_span is unset:
+        raise Unusual  # trace_id, span_id: the general path
+    # the file exporter's hex inline, anything else through _id
+    trace_id = bytes.fromhex(raw_trace) if len(raw_trace) == 32 else _id(raw_trace)
+    span_id = bytes.fromhex(raw_span) if len(raw_span) == 16 else _id(raw_span)
+    if raw_parent is unset:
+        parent = b""
+    else:
+        parent = bytes.fromhex(raw_parent) if len(raw_parent) == 16 else _id(raw_parent)
+    if len(raw_trace) == 24:
+        reading.base64_ids = True
+    if not (
+        len(trace_id) == 16
+        and len(span_id) == 8
+        and len(parent) in (0, 8)
+        and any(trace_id)
+        and any(span_id)
+    ):
+        reading.rejected += 1
+        return
+    has_parent = bool(parent) and any(parent)
+    start = 0 if span.start_time_unix_nano is unset else _int(span.start_time_unix_nano)
+    end = 0 if span.end_time_unix_nano is unset else _int(span.end_time_unix_nano)
+    flags = 0 if span.flags is unset else _int(span.flags)
+    code, message = (0, "") if span.status is unset else _status(span.status)
+    events = span.events
+    reading.views.append(
+        SpanView(
+            int.from_bytes(trace_id),
+            int.from_bytes(span_id),
+            int.from_bytes(parent) if has_parent else None,
+            "" if span.name is unset else span.name,
+            start,
+            end or start,
+            {} if span.attributes is unset else span_attributes(span.attributes),
+            _events(events) if events else _NO_EVENTS,
+            code,
+            message,
+            reading.service,
+            {REMOTE_PARENT: True} if has_parent and flags & _REMOTE_BOTH == _REMOTE_BOTH else {},
         )
-    return rejected, base64_ids
+    )
+    span.attributes = span.events = unset  # freed now, while in the CPU's caches
 
 
 def request_views(line: bytes) -> tuple[list[SpanView], int, bool] | None:
     """The span views of one line of the file exporter's JSON: (views, spans rejected for
     invalid ids, whether base64 ids were met); None when the line is not one this path reads."""
-    try:
-        request = _DECODER.decode(line)
-    except (msgspec.DecodeError, RecursionError):  # the general path names what is wrong
-        return None
-    return request_spans(request)
-
-
-def request_spans(request: Request) -> tuple[list[SpanView], int, bool] | None:
-    """:func:`request_views` of a decoded request (its spans decoded one at a time)."""
-    views: list[SpanView] = []
-    rejected = 0
-    base64_ids = False
-    try:
-        for rs in request.resource_spans:
-            service = _service(rs.resource)
-            scopes = rs.scope_spans
-            if scopes is UNSET:
-                if rs.instrumentation_library_spans is UNSET and rs.scope_spans_field is UNSET:
-                    continue
-                return None  # the old name, or protobuf's field name: the general path
-            for ss in scopes:
-                if ss.spans is not UNSET:
-                    rejected_here, base64_here = _spans(ss.spans, service, views)
-                    rejected += rejected_here
-                    base64_ids = base64_ids or base64_here
-    except (msgspec.DecodeError, Unusual, ValueError, RecursionError):
-        return None
-    return views, rejected, base64_ids
+    global _reading
+    with _LOCK:
+        reading = _reading = _Reading()
+        try:
+            _DECODER.decode(line)
+        except (msgspec.DecodeError, Unusual, ValueError, RecursionError):
+            return None  # the general path reads it or names what is wrong
+        finally:
+            _reading = _Reading()  # the views are the caller's alone
+    return reading.views, reading.rejected, reading.base64_ids
