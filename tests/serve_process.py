@@ -31,6 +31,7 @@ LISTENING = re.compile(r"listening: otlp-grpc=(\S+) otlp-http=(\S+) metrics=(\S+
 STOP_TIMEOUT = 30.0
 # log levels that still write the INFO ``listening:`` line naming the bound ports
 _SAYS_WHERE = ("DEBUG", "INFO")
+_BIND_ATTEMPTS = 3
 
 
 def free_port() -> int:
@@ -75,7 +76,8 @@ class ServeProcess:
 
     ``toml`` is written to a loopwatch.toml of its own and passed with ``--config``; ``args`` are
     more flags. Addresses default to port 0 (read back from the ``listening:`` line); at a log
-    level that hides that line, free ports are chosen first. ``env`` replaces the environment
+    level that hides that line, free ports are chosen first (and chosen again when one is taken
+    before the service binds it). ``env`` replaces the environment
     (e.g. a PYTHONPATH serving another checkout); ``echo`` copies the log to this stderr.
     """
 
@@ -100,20 +102,60 @@ class ServeProcess:
             self.config.write_text(toml)
             command += ["--config", str(self.config)]
         says_where = log_level.upper() in _SAYS_WHERE
-        if not says_where:
-            grpc, http, metrics = (
-                free_address() if a.endswith(":0") else a for a in (grpc, http, metrics)
-            )
-        command += ["--grpc-address", grpc, "--http-address", http, "--metrics-address", metrics]
         command += ["--log-level", log_level, *args]
+        self._echo = echo
+        wanted = (grpc, http, metrics)
+        # A free port chosen here can be taken before the service binds it (by any socket's
+        # ephemeral port): then the start is tried again on other free ports.
+        chooses = not says_where and any(a.endswith(":0") for a in wanted)
+        attempts = _BIND_ATTEMPTS if chooses else 1
+        for attempt in range(1, attempts + 1):
+            addresses = (
+                wanted
+                if says_where
+                else tuple(free_address() if a.endswith(":0") else a for a in wanted)
+            )
+            try:
+                self._start(command, addresses, env, says_where, timeout)
+                return
+            except AssertionError:
+                log = self.log()
+                chosen = [a for a, w in zip(addresses, wanted, strict=True) if a != w]
+                lost = any(
+                    re.search(f"cannot listen for .* on {re.escape(a)}", log) for a in chosen
+                )
+                if attempt == attempts or not lost:
+                    self.close()
+                    raise
+                self._end_attempt()
+            except BaseException:
+                self.close()
+                raise
+
+    def _start(
+        self,
+        command: list[str],
+        addresses: tuple[str, ...],
+        env: Mapping[str, str] | None,
+        says_where: bool,
+        timeout: float,
+    ) -> None:
+        grpc, http, metrics = addresses
         self.grpc, self.http, self.metrics = grpc, http, metrics
         self._lines: list[str] = []
         self._cursor = 0
         self._changed = threading.Condition()
         self._eof = False
-        self._echo = echo
         self.process = subprocess.Popen(
-            command,
+            [
+                *command,
+                "--grpc-address",
+                grpc,
+                "--http-address",
+                http,
+                "--metrics-address",
+                metrics,
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -121,17 +163,20 @@ class ServeProcess:
             preexec_fn=_die_with_parent,
         )
         self.pid = self.process.pid
-        threading.Thread(target=self._read_log, daemon=True).start()
-        try:
-            if says_where:
-                _, line = self._wait_for(LISTENING, 0, timeout)
-                match = LISTENING.search(line)
-                assert match is not None
-                self.grpc, self.http, self.metrics = match.groups()
-            self._wait_ready(timeout)
-        except BaseException:
-            self.close()
-            raise
+        self._reader = threading.Thread(target=self._read_log, daemon=True)
+        self._reader.start()
+        if says_where:
+            _, line = self._wait_for(LISTENING, 0, timeout)
+            match = LISTENING.search(line)
+            assert match is not None
+            self.grpc, self.http, self.metrics = match.groups()
+        self._wait_ready(timeout)
+
+    def _end_attempt(self) -> None:
+        """A start that failed, ended, its log read to the end, before the next one."""
+        if self.process.poll() is None:
+            self.kill()
+        self._reader.join(timeout=STOP_TIMEOUT)
 
     # -- the log ------------------------------------------------------------------------------
     def _read_log(self) -> None:
