@@ -4,51 +4,49 @@ between being chosen and being bound is chosen again, and nothing else is retrie
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 
 import pytest
 
 import tests.serve_process as sp
 
 
-def _held() -> socket.socket:
-    held = socket.socket()
-    held.bind(("127.0.0.1", 0))
-    held.listen()
-    return held
+@pytest.fixture
+def taken() -> Iterator[str]:
+    """An address something else listens on."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        yield f"127.0.0.1:{held.getsockname()[1]}"
+
+
+def _choosing(monkeypatch: pytest.MonkeyPatch, first: str | None) -> list[str]:
+    """The addresses the harness chooses from now on (``first``, when given, first)."""
+    real = sp.free_address
+    chosen: list[str] = []
+
+    def choose() -> str:
+        chosen.append(first if first is not None and not chosen else real())
+        return chosen[-1]
+
+    monkeypatch.setattr(sp, "free_address", choose)
+    return chosen
 
 
 def test_a_chosen_port_taken_before_the_service_binds_it_is_chosen_again(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, taken: str
 ) -> None:
-    with _held() as held:
-        taken = f"127.0.0.1:{held.getsockname()[1]}"
-        real = sp.free_address
-        chosen: list[str] = []
-
-        def first_one_taken() -> str:
-            chosen.append(taken if not chosen else real())
-            return chosen[-1]
-
-        monkeypatch.setattr(sp, "free_address", first_one_taken)
-        with sp.ServeProcess(log_level="WARNING") as served:
-            assert len(chosen) == 6  # three addresses, twice
-            assert served.grpc == chosen[3] != taken
-            assert served.get("/readyz")[0] == 200
+    chosen = _choosing(monkeypatch, first=taken)
+    with sp.ServeProcess(log_level="WARNING") as served:
+        assert len(chosen) == 6  # three addresses, twice
+        assert served.grpc == chosen[3] != taken
+        assert served.get("/readyz")[0] == 200
 
 
 def test_an_address_the_caller_gave_that_is_taken_fails_at_once(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, taken: str
 ) -> None:
-    with _held() as held:
-        taken = f"127.0.0.1:{held.getsockname()[1]}"
-        real = sp.free_address
-        chosen: list[str] = []
-
-        def counted() -> str:
-            chosen.append(real())
-            return chosen[-1]
-
-        monkeypatch.setattr(sp, "free_address", counted)
-        with pytest.raises(AssertionError, match=f"cannot listen for OTLP/gRPC on {taken}"):
-            sp.ServeProcess(grpc=taken, log_level="WARNING")
-        assert len(chosen) == 2  # http and metrics, once: not tried again
+    chosen = _choosing(monkeypatch, first=None)
+    with pytest.raises(AssertionError, match=f"cannot listen for OTLP/gRPC on {taken}"):
+        sp.ServeProcess(grpc=taken, log_level="WARNING")
+    assert len(chosen) == 2  # http and metrics, once: not tried again

@@ -42,7 +42,13 @@ from loopwatch.history.compressed import (
     zstd_available,
 )
 from loopwatch.history.otlp_json import request_views
-from loopwatch.service.otlp import REMOTE_PARENT, RequestError, parse_protobuf, span_views
+from loopwatch.service.otlp import (
+    REMOTE_PARENT,
+    RequestError,
+    parse_protobuf,
+    span_views,
+    valid_ids,
+)
 
 AUTO = "auto"
 OTLP_JSON = "otlp-json"
@@ -403,13 +409,7 @@ def _fast_span(span: dict[str, Any], service: str) -> SpanView | None:
         raise _Unusual  # trace_id, span_id: the strict path
     trace_id, span_id = _fast_id(raw_trace), _fast_id(raw_span)
     parent = _fast_id(span.get("parentSpanId"))
-    if not (
-        len(trace_id) == 16
-        and len(span_id) == 8
-        and len(parent) in (0, 8)
-        and any(trace_id)
-        and any(span_id)
-    ):
+    if not valid_ids(trace_id, span_id, parent):
         return None
     has_parent = bool(parent) and any(parent)
     start = _fast_int(span.get("startTimeUnixNano"))

@@ -28,7 +28,7 @@ from msgspec import UNSET, UnsetType
 
 from loopwatch.conventions.read import UNREAD_PREFIXES
 from loopwatch.core.spans import EventView, SpanView
-from loopwatch.service.otlp import REMOTE_PARENT
+from loopwatch.service.otlp import REMOTE_PARENT, valid_ids
 
 
 # -- the structs: OTLP JSON's field names (lowerCamelCase), only what a replay reads ------------
@@ -297,13 +297,7 @@ def _span_decoded(span: Span) -> None:
         parent = bytes.fromhex(raw_parent) if len(raw_parent) == 16 else _id(raw_parent)
     if len(raw_trace) == 24:
         reading.base64_ids = True
-    if not (
-        len(trace_id) == 16
-        and len(span_id) == 8
-        and len(parent) in (0, 8)
-        and any(trace_id)
-        and any(span_id)
-    ):
+    if not valid_ids(trace_id, span_id, parent):
         reading.rejected += 1
         return
     has_parent = bool(parent) and any(parent)

@@ -281,7 +281,9 @@ def _service(resource: Any) -> str:
     return "unknown"
 
 
-def _valid(trace_id: bytes, span_id: bytes, parent: bytes) -> bool:
+def valid_ids(trace_id: bytes, span_id: bytes, parent: bytes) -> bool:
+    """Whether a span's ids are a trace id, a span id and an absent or whole parent id, the
+    first two not all zeros."""
     return (
         len(trace_id) == 16
         and len(span_id) == 8
@@ -297,7 +299,7 @@ def count_spans(request: Any) -> tuple[int, int]:
     for rs in request.resource_spans:
         for ss in rs.scope_spans:
             for span in ss.spans:
-                if _valid(span.trace_id, span.span_id, span.parent_span_id):
+                if valid_ids(span.trace_id, span.span_id, span.parent_span_id):
                     valid += 1
                 else:
                     rejected += 1
@@ -319,7 +321,7 @@ def span_views(request: Any) -> Decoded:
         for ss in rs.scope_spans:
             for span in ss.spans:
                 trace_id, span_id, parent = span.trace_id, span.span_id, span.parent_span_id
-                if not _valid(trace_id, span_id, parent):
+                if not valid_ids(trace_id, span_id, parent):
                     rejected += 1
                     continue
                 has_parent = bool(parent) and any(parent)
