@@ -7,7 +7,7 @@ costs half as much again; msgspec builds these structs in C instead (no dicts, n
 fields skipped without being built, no garbage collector tracking) in a fraction of the time.
 The structs' ``__post_init__`` hooks, which msgspec calls as it finishes each struct, read each
 span into its view and drop its attribute structs at once, while they are still in the CPU's
-caches: a line is decoded in one pass, and a request's structs never pile up.
+caches: a line is decoded in one pass, and a request's attribute structs never pile up.
 
 The structs accept a strict subset of OTLP JSON: every field is of the type the file exporter
 writes or absent, never ``null``, and a resource before its spans. Anything else (a ``null``, a
