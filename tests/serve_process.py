@@ -294,8 +294,8 @@ class ServeProcess:
 
     def close(self) -> None:
         """Killed if still running, its files removed: for a ``finally`` after a failure."""
-        if self.process.poll() is None:
-            self.kill()
+        if getattr(self, "process", None) is not None and self.process.poll() is None:
+            self.kill()  # (no process when it could not be started at all)
         self._dir.cleanup()
 
     def __enter__(self) -> ServeProcess:
