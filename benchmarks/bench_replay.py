@@ -162,9 +162,9 @@ def json_split(args: argparse.Namespace) -> None:
     from dataclasses import replace
 
     from benchmarks.bench_service import CONFIG
-    from loopwatch.history.otlp_json import request_views
     from loopwatch.history.replay import Replay, own_process
     from loopwatch.history.report import Report, ReportSink
+    from loopwatch.service.otlp_json import request_views
     from tests.replay_support import timed_copies
 
     lines = [
@@ -200,7 +200,7 @@ def json_split(args: argparse.Namespace) -> None:
 
 
 def json_stages(stage: str, passes: int) -> None:
-    from loopwatch.history.otlp_json import request_views
+    from loopwatch.service.otlp_json import request_views
 
     if stage not in ("none", "views"):
         raise SystemExit(f"json-stages: STAGE is none or views, not {stage!r}")

@@ -13,6 +13,8 @@ and sent pre-encoded from two driver processes (two connections each) over gRPC 
 so the figure is the service's, not the driver's:
 - service-grpc / service-http: into ``loopwatch serve`` (a process), timed from the start until
   its ``loopwatch_spans_total`` reaches the number sent (every span read and assembled);
+- service-http-json: the same requests as OTLP/JSON (hex ids) over HTTP, as OpenTelemetry JS's
+  HTTP exporter sends them;
 - null-grpc: the same drivers into a gRPC server that only decodes and counts (the drivers' own
   ceiling: it must sit far above the service's figure);
 - exporter: the same stream through the Python OTLP gRPC exporter (one driver process), which
@@ -90,7 +92,7 @@ from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
 from loopwatch.metrics import LoopwatchMetrics
 from loopwatch.service.grpc_server import SERVICE
-from loopwatch.service.otlp import span_views
+from loopwatch.service.otlp import hex_ids_json, span_views
 from loopwatch.service.pipeline import Pipeline
 from tests.serve_process import ServeProcess
 
@@ -238,7 +240,7 @@ def _send_grpc(address: str, bodies: list[bytes]) -> int:
     return retries
 
 
-def _send_http(address: str, bodies: list[bytes]) -> int:
+def _send_http(address: str, bodies: list[bytes], content_type: str) -> int:
     import http.client
 
     host, port = address.rsplit(":", 1)
@@ -246,9 +248,7 @@ def _send_http(address: str, bodies: list[bytes]) -> int:
     retries = 0
     for body in bodies:
         while True:
-            connection.request(
-                "POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"}
-            )
+            connection.request("POST", "/v1/traces", body, {"Content-Type": content_type})
             response = connection.getresponse()
             response.read()
             if response.status == 200:
@@ -261,9 +261,16 @@ def _send_http(address: str, bodies: list[bytes]) -> int:
     return retries
 
 
+SENDERS: dict[str, Callable[[str, list[bytes]], int]] = {
+    "grpc": _send_grpc,
+    "http": partial(_send_http, content_type="application/x-protobuf"),
+    "http-json": partial(_send_http, content_type="application/json"),
+}
+
+
 def pre_drive(transport: str, address: str, path: str) -> None:
     data: list[bytes] = pickle.loads(Path(path).read_bytes())
-    send = _send_grpc if transport == "grpc" else _send_http
+    send = SENDERS[transport]
     parts = [data[i::CONNECTIONS] for i in range(CONNECTIONS)]
     print("ready", flush=True)
     sys.stdin.readline()  # "go"
@@ -383,6 +390,11 @@ def rate(args: argparse.Namespace) -> None:
     per_driver = max(1, args.copies // DRIVERS)
     shares = [copies(base, per_driver, first=i * per_driver) for i in range(DRIVERS)]
     sent = sum(span_count(share) for share in shares)
+    # the same requests as OTLP/JSON (hex ids), as OpenTelemetry JS's HTTP exporter sends them
+    json_shares = [
+        [hex_ids_json(ExportTraceServiceRequest.FromString(body)) for body in share]
+        for share in shares
+    ]
     attrs = [
         len(span.attributes)
         for body in base
@@ -414,6 +426,10 @@ def rate(args: argparse.Namespace) -> None:
                     (
                         f"{prefix}service-http",
                         partial(pre_into_service, "http", shares, sent, tmp, code),
+                    ),
+                    (
+                        f"{prefix}service-http-json",
+                        partial(pre_into_service, "http-json", json_shares, sent, tmp, code),
                     ),
                     (
                         f"{prefix}exporter",
@@ -449,7 +465,7 @@ def rate(args: argparse.Namespace) -> None:
             k: round(
                 statistics.median(cpu_rows[k]) / statistics.median(cpu_rows[f"baseline-{k}"]), 2
             )
-            for k in ("service-grpc", "service-http", "exporter")
+            for k in ("service-grpc", "service-http", "service-http-json", "exporter")
             if args.baseline
         },
         "goal_spans_per_second": 50_000,

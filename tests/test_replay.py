@@ -212,7 +212,7 @@ def test_the_typed_path_builds_the_same_span_views_and_leaves_the_unusual(record
     value; a line it does not read (a null, a value of another type, the legacy scope name,
     invalid JSON) is left to the general path, which reads it or names what is wrong."""
     from loopwatch.history.formats import fast_views
-    from loopwatch.history.otlp_json import request_views
+    from loopwatch.service.otlp_json import request_views
     from tests.replay_support import collector_json_line
 
     spans, _ = recorded

@@ -3,6 +3,7 @@ hex ids; deflate and chunked bodies over HTTP."""
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import zlib
@@ -227,3 +228,71 @@ def test_deflate_and_chunked_bodies() -> None:
         settle(service)
         assert value(service.registry, "loopwatch_turns_total") == 2
         assert len(pieces) > 1
+
+
+def test_otlp_json_is_read_through_the_typed_structs_into_the_protobuf_views() -> None:
+    """OTLP/JSON requests are read by the typed structs the file exporter's lines are read by:
+    for every convention's spans, and for the requests OpenTelemetry JS's own serializer wrote
+    (tests/fixtures/vercel_ai), the views are those the protobuf path, and the general JSON path,
+    build."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from loopwatch.demo.emit import CONVENTIONS, emit_turn
+    from loopwatch.demo.scenarios import eleven_empty_searches
+    from loopwatch.service.otlp_json import request_views
+    from tests.helpers import Pipeline, S
+    from tests.test_vercel_ai import FIXTURES, RECORDINGS, requests
+
+    p = Pipeline(Config())
+    memory = InMemorySpanExporter()
+    p.provider.add_span_processor(SimpleSpanProcessor(memory))
+    for i, convention in enumerate(CONVENTIONS):
+        emit_turn(p.tracer, fourteen_tickets(), (1000 + 100 * i) * S, convention)
+        emit_turn(p.tracer, eleven_empty_searches(), (1050 + 100 * i) * S, convention)
+    request = encode_spans(list(memory.get_finished_spans()))
+    p.close()
+    read = request_views(hex_ids_json(request))
+    assert read is not None
+    views, rejected, base64_ids = read
+    assert (rejected, base64_ids) == (0, False)
+    assert views == span_views(parse_protobuf(request.SerializeToString())).spans
+    assert len(views) == len(memory.get_finished_spans()) > 100
+    lines = [line for recording in RECORDINGS for line in requests(recording)]
+    assert len(lines) == 6 and FIXTURES.is_dir()
+    for line in lines:
+        read = request_views(line)
+        assert read is not None
+        assert read[0] == span_views(parse_json(line)).spans
+
+
+def test_the_service_answers_otlp_json_the_structs_read_and_the_rest_as_before() -> None:
+    """A field loopwatch never reads does not cost the request (here a count written negative,
+    which protobuf's JSON parser refuses): its loop is counted. Base64 ids
+    (protobuf's JSON mapping, not OTLP/JSON) and a span whose id is not hex are refused by
+    the general path, naming what is wrong."""
+    request = request_for(fourteen_tickets())
+    document = json.loads(hex_ids_json(request))
+    spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    for span in spans:
+        span["droppedAttributesCount"] = -1
+    with pytest.raises(RequestError):
+        parse_json(json.dumps(document).encode())  # protobuf's parser refuses the whole request
+    with running(Config(grace_seconds=0.0)) as service:
+        assert service.bound is not None
+        status, raw, _ = post(service.bound.http, json.dumps(document).encode(), "application/json")
+        assert (status, json.loads(raw)) == (200, {})
+        settle(service)
+        assert value(service.registry, "loopwatch_turns_total") == 1
+        assert value(service.registry, "loopwatch_repeat_calls_total") == 13
+        for span in spans:
+            span["traceId"] = base64.b64encode(bytes.fromhex(span["traceId"])).decode()
+        status, raw, _ = post(service.bound.http, json.dumps(document).encode(), "application/json")
+        assert status == 400
+        assert "not a hex id" in json.loads(raw)["message"]
+        spans[0]["traceId"] = "zz" * 16
+        status, raw, _ = post(service.bound.http, json.dumps(document).encode(), "application/json")
+        assert status == 400
+        assert "spans[0].traceId: not a hex id: 'zzzz" in json.loads(raw)["message"]
+        assert value(service.registry, "loopwatch_turns_total") == 1

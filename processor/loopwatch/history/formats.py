@@ -6,7 +6,7 @@ gzip- or zstd-compressed (:mod:`loopwatch.history.compressed`); files, directori
 Everything becomes span views with the values the service's own conversion
 (:func:`loopwatch.service.otlp.span_views`) gives, so a stored span is read exactly as the same
 span sent to ``loopwatch serve``: protobuf through that conversion; the file exporter's JSON
-lines through typed structs (:mod:`loopwatch.history.otlp_json`), else as dicts
+lines through typed structs (:mod:`loopwatch.service.otlp_json`), else as dicts
 (:func:`fast_views`), else through protobuf's ``ParseDict`` and that conversion. Files are read
 one line or one message at a time; a bad line or message is skipped and reported (file and
 line), the rest is read."""
@@ -41,7 +41,6 @@ from loopwatch.history.compressed import (
     unzstd_message,
     zstd_available,
 )
-from loopwatch.history.otlp_json import request_views
 from loopwatch.service.otlp import (
     REMOTE_PARENT,
     RequestError,
@@ -49,6 +48,7 @@ from loopwatch.service.otlp import (
     span_views,
     valid_ids,
 )
+from loopwatch.service.otlp_json import request_views
 
 AUTO = "auto"
 OTLP_JSON = "otlp-json"

@@ -15,8 +15,9 @@ from tornado import httputil
 
 from loopwatch.service.http_base import TEXT, Endpoint, Front, Limits, Request
 from loopwatch.service.otlp import RequestError, parse_json, parse_protobuf
+from loopwatch.service.otlp_json import request_views
 from loopwatch.service.pipeline import Pipeline
-from loopwatch.service.receive import Overloaded, accept
+from loopwatch.service.receive import OVERLOADED_MESSAGE, Overloaded, accept, accept_views
 
 log = logging.getLogger("loopwatch.service")
 
@@ -84,12 +85,23 @@ def _encode(response: Any, content_type: str) -> bytes:
     return bytes(response.SerializeToString())
 
 
+def _accept_json(pipeline: Pipeline, raw: bytes) -> Any:
+    if not pipeline.has_room(1):  # a full queue refuses before the decoding, as for protobuf
+        raise Overloaded(OVERLOADED_MESSAGE)
+    read = request_views(raw)
+    # base64 ids are protobuf's JSON mapping, not OTLP/JSON: parse_json says so
+    if read is None or read[2]:
+        return accept(pipeline, parse_json(raw))  # or says what is wrong with it
+    return accept_views(pipeline, read[0], read[1])
+
+
 def decode(pipeline: Pipeline, content_type: str, encoding: str, body: bytes, limit: int) -> Answer:
     """Decode one request body and queue its spans; the answer to send (never raises)."""
     try:
         raw = decompress(body, encoding, limit)
-        request = parse_json(raw) if content_type == JSON else parse_protobuf(raw)
-        return Answer(200, _encode(accept(pipeline, request), content_type), content_type)
+        if content_type == JSON:
+            return Answer(200, _encode(_accept_json(pipeline, raw), JSON), JSON)
+        return Answer(200, _encode(accept(pipeline, parse_protobuf(raw)), PROTOBUF), PROTOBUF)
     except TooLarge as e:
         return refusal(413, code_pb2.RESOURCE_EXHAUSTED, str(e), content_type)
     except RequestError as e:

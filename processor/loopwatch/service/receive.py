@@ -7,6 +7,7 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from loopwatch.core.assembler import DROP_INVALID_ID
+from loopwatch.core.spans import SpanView
 from loopwatch.service.otlp import span_views
 from loopwatch.service.pipeline import Pipeline
 
@@ -28,8 +29,13 @@ def accept(pipeline: Pipeline, request: Any) -> Any:
     ):
         raise Overloaded(OVERLOADED_MESSAGE)
     decoded = span_views(request)
-    rejected = decoded.rejected
-    if not pipeline.submit(decoded.spans):
+    return accept_views(pipeline, decoded.spans, decoded.rejected)
+
+
+def accept_views(pipeline: Pipeline, spans: list[SpanView], rejected: int) -> Any:
+    """Queue a request's span views (``rejected``: its spans with invalid ids); the
+    ``ExportTraceServiceResponse`` to send back. Raises Overloaded when the queue is full."""
+    if not pipeline.submit(spans):
         raise Overloaded(OVERLOADED_MESSAGE)
     response = ExportTraceServiceResponse()
     if rejected:

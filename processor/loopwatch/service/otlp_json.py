@@ -1,7 +1,8 @@
-"""The Collector's file exporter JSON, decoded by msgspec into typed structs that declare only
-the fields a replay reads, each span turned into its span view as soon as it is decoded.
+"""OTLP/JSON (an OTLP/HTTP JSON request, a line of the Collector's file exporter), decoded by
+msgspec into typed structs that declare only the fields loopwatch reads, each span turned into its
+span view as soon as it is decoded.
 
-A line of the file exporter's JSON is one ``ExportTraceServiceRequest`` of about a megabyte.
+A request is one ``ExportTraceServiceRequest``; a file exporter's line is about a megabyte.
 Python's ``json.loads`` builds a dict for every span, attribute and value in it, and freeing them
 costs half as much again; msgspec builds these structs in C instead (no dicts, no keys, unknown
 fields skipped without being built, no garbage collector tracking) in a fraction of the time.
@@ -12,10 +13,11 @@ caches: a line is decoded in one pass, and a request's attribute structs never p
 The structs accept a strict subset of OTLP JSON: every field is of the type the file exporter
 writes or absent, never ``null``, and a resource before its spans. Anything else (a ``null``, a
 number where text belongs, a legacy ``instrumentationLibrarySpans``, a malformed id or value,
-invalid JSON) is not read here: :func:`request_views` returns None and the caller reads the line
-the general way (:func:`loopwatch.history.formats.fast_views`, else protobuf's ``ParseDict``),
-which reads it or says what is wrong. What this path does read gives the same span views as
-those (tests compare them on every span)."""
+invalid JSON) is not read here: :func:`request_views` returns None and the caller reads it the
+general way (the service: :func:`loopwatch.service.otlp.parse_json`; a replay:
+:func:`loopwatch.history.formats.fast_views`, else protobuf's ``ParseDict``), which reads it or
+says what is wrong. What this path does read gives the same span views as those (tests compare
+them on every span)."""
 
 from __future__ import annotations
 
