@@ -86,6 +86,55 @@ def test_a_line_nested_too_deeply_is_skipped_and_named(
     assert f"skipped {path}:2: not JSON: nested too deeply" in err
 
 
+def test_a_line_message_or_document_over_the_bound_is_not_held(
+    recorded: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """A line, protobuf message or whole JSON document is held whole to be read, so each is
+    bounded in bytes (``MAX_UNIT_BYTES``, lowered here): a line past it is skipped a chunk at a
+    time, never held, and named; the lines around it are read. A document or single message
+    past it is named and not read."""
+    import tracemalloc
+
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from loopwatch.history import formats
+    from tests.replay_support import jaeger_document
+
+    spans, expected = recorded
+    lines = [collector_json_line(r) for r in batches(spans)]
+    bound = max(map(len, lines))
+    monkeypatch.setattr(formats, "MAX_UNIT_BYTES", bound)
+    hostile = b'{"resourceSpans":[{"x":"' + b"a" * (32 << 20) + b'"}]}\n'  # 32 MiB, one line
+    path = tmp_path / "t.json"
+    path.write_bytes(b"".join([lines[0], hostile, *lines[1:]]))
+    tracemalloc.start()
+    try:
+        registry, outcome = replay_registry([path])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert snapshot(registry) == expected  # every other line read
+    assert outcome.stats.skipped == 1
+    assert peak < 8 << 20  # the 32 MiB line was never held
+    code, _, err = _replay(capsys, str(path))
+    assert code == 0
+    assert f"skipped {path}:2: a line over {bound:,} bytes: skipped" in err
+
+    pretty = tmp_path / "jaeger.json"
+    pretty.write_text(json.dumps(jaeger_document(spans), indent=2))
+    assert pretty.stat().st_size > bound
+    code, _, err = _replay(capsys, str(pretty))
+    assert code == 2
+    assert f"{pretty}: a JSON document over {bound:,} bytes: not read" in err
+
+    single = tmp_path / "one.binpb"
+    single.write_bytes(encode_spans(spans).SerializeToString())  # every span in one message
+    assert single.stat().st_size > bound
+    code, _, err = _replay(capsys, str(single))
+    assert code == 2
+    assert f"{single}: one protobuf message over {bound:,} bytes: not read" in err
+
+
 def test_empty_wrong_and_missing_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     empty = tmp_path / "empty.json"
     empty.write_bytes(b"")

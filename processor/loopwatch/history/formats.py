@@ -57,7 +57,10 @@ JAEGER = "jaeger"
 TEMPO = "tempo"
 FORMATS = (AUTO, OTLP_JSON, OTLP_PROTO, JAEGER, TEMPO)
 
-_MAX_MESSAGE = 1 << 30  # a length prefix past this is not one
+# The most a line, message or document may hold: each is read whole, so this bounds what one
+# holds in memory (a length prefix past it is not one)
+MAX_UNIT_BYTES = 1 << 30
+_SKIP_CHUNK = 1 << 20
 _PROBLEMS_KEPT = 20
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 _HEX_CHARS = frozenset("0123456789abcdefABCDEF")
@@ -755,7 +758,14 @@ class Reader:
         return decoded.spans
 
     def _proto_single(self, label: str, stream: Any) -> Iterator[Batch]:
-        body = stream.read()
+        body = stream.read(MAX_UNIT_BYTES + 1)
+        if len(body) > MAX_UNIT_BYTES:
+            self.stats.problem(
+                label,
+                f"one protobuf message over {MAX_UNIT_BYTES:,} bytes: not read (the file "
+                "exporter's length-prefixed stream, format: proto, is read a message at a time)",
+            )
+            return
         try:
             views = self._views(parse_protobuf(body), label)
         except (RequestError, InputError) as e:
@@ -778,7 +788,7 @@ class Reader:
                 self.stats.problem(where, "truncated length prefix at the end of the file")
                 return
             size = int.from_bytes(prefix, "big")
-            if size > _MAX_MESSAGE:
+            if size > MAX_UNIT_BYTES:
                 self.stats.problem(where, f"length prefix {size} is not plausible; rest skipped")
                 return
             body = stream.read(size)
@@ -793,7 +803,7 @@ class Reader:
                     self.stats.problem(label, f"its messages are {ZSTD_MISSING}")
                     return
                 try:
-                    body = unzstd_message(body, _MAX_MESSAGE)
+                    body = unzstd_message(body, MAX_UNIT_BYTES)
                 except corrupt_errors() as e:
                     self.stats.problem(where, f"compressed data is corrupt ({e})")
                     continue
@@ -811,12 +821,19 @@ class Reader:
     def _json(self, label: str, stream: Any) -> Iterator[Batch]:
         """One request per line, as the file exporter writes; or, when the first line is not a
         whole document (a pretty-printed Jaeger or Tempo download), the file as one document."""
-        lines: Iterable[bytes] = stream
         line_no = 0
         first = True
         typed = self.forced in (AUTO, OTLP_JSON)
-        for line in lines:
+        while line := stream.readline(MAX_UNIT_BYTES + 1):
             line_no += 1
+            if len(line) > MAX_UNIT_BYTES:
+                if not line.endswith(b"\n"):
+                    _skip_line(stream)
+                self.stats.problem(
+                    f"{label}:{line_no}", f"a line over {MAX_UNIT_BYTES:,} bytes: skipped"
+                )
+                first = False
+                continue
             if typed:  # the file exporter's lines, whitespace and all: typed structs
                 read = request_views(line)
                 if read is not None:
@@ -838,7 +855,14 @@ class Reader:
                     yield from self._one(document, f"{label}:{line_no}")
                     continue
                 if continued:
-                    rest = text + b"\n" + stream.read()
+                    rest = text + b"\n" + stream.read(MAX_UNIT_BYTES + 1 - len(text))
+                    if len(rest) > MAX_UNIT_BYTES:
+                        self.stats.problem(
+                            label,
+                            f"a JSON document over {MAX_UNIT_BYTES:,} bytes: not read (write "
+                            "it as one request a line, as the file exporter does, or split it)",
+                        )
+                        return
                     try:
                         document = json.loads(rest)
                     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -898,6 +922,13 @@ class Reader:
             self.stats.problem(where, "nested too deeply")
             return
         yield views
+
+
+def _skip_line(stream: Any) -> None:
+    """Past the next newline, a chunk at a time."""
+    while chunk := stream.readline(_SKIP_CHUNK):
+        if chunk.endswith(b"\n"):
+            return
 
 
 def _label(name: str) -> str:
