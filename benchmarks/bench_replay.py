@@ -20,9 +20,10 @@ prefixed requests of 512 spans), ``format: json`` (one request a line, hex ids) 
 gzipped. Each file is replayed in a fresh process, its CPU time taken around the replay alone
 (reading, conversion, the pipeline, the report; not the interpreter's start). The same copies
 go into ``loopwatch serve`` over gRPC from two driver processes (bench_service.py's
-``pre_into_service``), its CPU-seconds measured the same way. Interleaved rounds, medians, and
-each replay's ratio to the service's spans per CPU-second: the machine is shared, so the ratio
-is the figure.
+``pre_into_service``), its CPU-seconds measured the same way; and, for the JSON files, as
+OTLP/JSON over HTTP (``service-http-json``: the service reading the same JSON). Interleaved
+rounds, medians, and each replay's ratio to the service's spans per CPU-second: the machine is
+shared, so the ratio is the figure.
 
 json-split: where the CPU of replaying that stream's file exporter JSON goes, per span: reading
 the lines into span views, and the pipeline after it; and, beside them, Python's json.loads
@@ -60,6 +61,7 @@ if __package__ in (None, ""):
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from benchmarks.bench_service import DRIVERS, copies, pre_into_service, realistic_requests
+from loopwatch.service.otlp import hex_ids_json
 from tests.replay_support import collector_json_line
 
 FILES = {
@@ -110,6 +112,10 @@ def rate(args: argparse.Namespace) -> None:
     per_driver = max(1, args.copies // DRIVERS)
     shares = [copies(base, per_driver, first=i * per_driver) for i in range(DRIVERS)]
     bodies = [body for share in shares for body in share]
+    json_shares = [
+        [hex_ids_json(ExportTraceServiceRequest.FromString(body)) for body in share]
+        for share in shares
+    ]
     rows: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
@@ -120,11 +126,13 @@ def rate(args: argparse.Namespace) -> None:
             _, spans = replay_rate(directory / FILES[name])  # warm the page cache; count
             sent = spans
         print(f"{sent} spans; file sizes {sizes}", flush=True)
-        names = ["service-grpc", *FILES]
+        names = ["service-grpc", "service-http-json", *FILES]
         for round_ in range(args.rounds):
             for name in names if round_ % 2 == 0 else names[::-1]:
                 if name == "service-grpc":
                     _, per_cpu = pre_into_service("grpc", shares, sent, tmp)
+                elif name == "service-http-json":
+                    _, per_cpu = pre_into_service("http-json", json_shares, sent, tmp)
                 else:
                     per_cpu, spans = replay_rate(directory / FILES[name])
                     assert spans == sent, (name, spans, sent)
@@ -140,6 +148,11 @@ def rate(args: argparse.Namespace) -> None:
         "spans_per_cpu_second": {k: round(v) for k, v in medians.items()},
         "rounds_per_cpu_second": {k: [round(x) for x in v] for k, v in rows.items()},
         "ratio_to_service_grpc": {k: round(medians[k] / medians["service-grpc"], 2) for k in FILES},
+        # the JSON files against the service reading the same requests as OTLP/JSON
+        "ratio_to_service_http_json": {
+            k: round(medians[k] / medians["service-http-json"], 2)
+            for k in ("replay-json", "replay-json-gz")
+        },
         "goal": "each replay at least 1.0x the service",
     }
     print(json.dumps(report, indent=2))
