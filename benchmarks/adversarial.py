@@ -35,6 +35,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from loopwatch.service.otlp import hex_ids_json
 from tests.serve_process import ServeProcess
 
 RSS_BUDGET_MB = 300.0  # docs/service.md: what the service may use under any of these
@@ -43,6 +44,7 @@ HEADER_TIMEOUT = 10.0  # the defaults of [serve] header_timeout_seconds / body_t
 BODY_TIMEOUT = 30.0
 GOOD = "good"  # service.name of the good turns
 PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
 
 
 def raise_open_files() -> None:
@@ -224,11 +226,26 @@ Attack = Callable[[Service], Awaitable[tuple[bool, dict[str, Any]]]]
 
 async def burst(service: Service, n: int = 1000) -> tuple[bool, dict[str, Any]]:
     """``n`` good exports at once, each on its own connection, no retries."""
-    statuses = await asyncio.gather(
-        *(exchange(service.http, post_bytes(good_body(100 + i, "burst"))) for i in range(n))
-    )
+    bodies = [post_bytes(good_body(100 + i, "burst")) for i in range(n)]
+    return await _burst(service, bodies, "burst")
+
+
+async def burst_json(service: Service, n: int = 1000) -> tuple[bool, dict[str, Any]]:
+    """The same as OTLP/JSON (hex ids), as OpenTelemetry JS's HTTP exporter sends it."""
+    bodies = [
+        post_bytes(
+            hex_ids_json(ExportTraceServiceRequest.FromString(good_body(20_000 + i, "json"))), JSON
+        )
+        for i in range(n)
+    ]
+    return await _burst(service, bodies, "json")
+
+
+async def _burst(service: Service, bodies: list[bytes], label: str) -> tuple[bool, dict[str, Any]]:
+    statuses = await asyncio.gather(*(exchange(service.http, body) for body in bodies))
     ok = sum(s == 200 for s in statuses)
-    counted = service.wait_turns("burst", n)
+    n = len(bodies)
+    counted = service.wait_turns(label, n)
     return ok == n and counted == n, {"answered_200": ok, "counted": counted, "sent": n}
 
 
@@ -349,8 +366,8 @@ BOMB = gzip.compress(b"\0" * (32 * 1024 * 1024), compresslevel=9)
 
 async def nested_json(service: Service) -> tuple[bool, dict[str, Any]]:
     """Brackets 100,000 deep, and AnyValue arrays 2,000 deep in an otherwise valid request."""
-    deep = await exchange(service.http, post_bytes(NESTED_JSON, "application/json"))
-    value = await exchange(service.http, post_bytes(NESTED_VALUE, "application/json"))
+    deep = await exchange(service.http, post_bytes(NESTED_JSON, JSON))
+    value = await exchange(service.http, post_bytes(NESTED_VALUE, JSON))
     return deep == 400 and value == 400, {"brackets": deep, "any_value": value}
 
 
@@ -510,6 +527,7 @@ async def plain_flood(
 
 ATTACKS: dict[str, Attack] = {
     "burst_1000_exports": burst,
+    "burst_1000_otlp_json_exports": burst_json,
     "slowloris_1000": slowloris,
     "header_hoarding_150x6MB": header_hoard,
     "content_length_longer_than_body": _expect(408, CL_LONGER, BODY_TIMEOUT + 10),

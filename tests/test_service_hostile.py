@@ -25,6 +25,7 @@ from benchmarks.adversarial import (
     RSS_BUDGET_MB,
     Service,
     burst,
+    burst_json,
     exchange,
     good_body,
     header_hoard,
@@ -57,6 +58,13 @@ def service() -> Iterator[Service]:
 @pytest.mark.slow
 def test_a_thousand_simultaneous_exports_all_succeed(service: Service) -> None:
     held, figures = asyncio.run(burst(service, 1000))
+    assert (figures["answered_200"], figures["counted"]) == (1000, 1000)
+    assert held
+
+
+@pytest.mark.slow
+def test_a_thousand_simultaneous_otlp_json_exports_all_succeed(service: Service) -> None:
+    held, figures = asyncio.run(burst_json(service, 1000))
     assert (figures["answered_200"], figures["counted"]) == (1000, 1000)
     assert held
 
