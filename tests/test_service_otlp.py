@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import socket
 import zlib
 
@@ -296,3 +297,31 @@ def test_the_service_answers_otlp_json_the_structs_read_and_the_rest_as_before()
         assert status == 400
         assert "spans[0].traceId: not a hex id: 'zzzz" in json.loads(raw)["message"]
         assert value(service.registry, "loopwatch_turns_total") == 1
+
+
+def test_otlp_json_the_structs_leave_is_read_and_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A request with a ``null`` (valid OTLP/JSON, not a form the structs take) is read by
+    protobuf's JSON parser with the same numbers, and the service says once, at INFO, that such
+    requests are read more slowly."""
+    from loopwatch.service import http_server
+
+    request = request_for(fourteen_tickets())
+    document = json.loads(hex_ids_json(request))
+    document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["status"] = None
+    body = json.dumps(document).encode()
+    second = json.loads(hex_ids_json(request_for(fourteen_tickets(), start_s=5000)))
+    second["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["flags"] = None
+    caplog.set_level(logging.INFO, logger="loopwatch.service")
+    http_server._general_json_said = False
+    with running(Config(grace_seconds=0.0)) as service:
+        assert service.bound is not None
+        for each in (body, json.dumps(second).encode()):
+            status, _, _ = post(service.bound.http, each, "application/json")
+            assert status == 200
+        settle(service)
+        assert value(service.registry, "loopwatch_turns_total") == 2
+        assert value(service.registry, "loopwatch_repeat_calls_total") == 26
+    said = [r for r in caplog.records if "protobuf's JSON parser" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno == logging.INFO

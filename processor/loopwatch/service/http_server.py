@@ -85,14 +85,27 @@ def _encode(response: Any, content_type: str) -> bytes:
     return bytes(response.SerializeToString())
 
 
+_GENERAL_JSON = (
+    "loopwatch: an OTLP/JSON request was read by protobuf's JSON parser, about a twelfth as fast "
+    "as the usual reader, because it holds a form that reader does not take (a null, a number "
+    "written where text belongs, a legacy field name); said once"
+)
+_general_json_said = False
+
+
 def _accept_json(pipeline: Pipeline, raw: bytes) -> Any:
+    global _general_json_said
     if not pipeline.has_room(1):  # a full queue refuses before the decoding, as for protobuf
         raise Overloaded(OVERLOADED_MESSAGE)
     read = request_views(raw)
-    # base64 ids are protobuf's JSON mapping, not OTLP/JSON: parse_json says so
-    if read is None or read[2]:
-        return accept(pipeline, parse_json(raw))  # or says what is wrong with it
-    return accept_views(pipeline, read[0], read[1])
+    if read is not None and not read[2]:
+        return accept_views(pipeline, read[0], read[1])
+    # base64 ids are protobuf's JSON mapping, not OTLP/JSON: parse_json refuses them
+    request = parse_json(raw)  # or says what is wrong with it
+    if not _general_json_said:
+        _general_json_said = True
+        log.info(_GENERAL_JSON)  # a slower sender is worth knowing of once, not per request
+    return accept(pipeline, request)
 
 
 def decode(pipeline: Pipeline, content_type: str, encoding: str, body: bytes, limit: int) -> Answer:
