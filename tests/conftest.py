@@ -1,6 +1,7 @@
 """Fixtures every test file can ask for by name.
 
 - ``free_port``: a function giving a loopback port nothing listens on (call it once a port).
+- ``taken``: a loopback address something else listens on, for the length of the test.
 - ``serve``: a function starting ``loopwatch serve`` as a child process
   (tests/serve_process.py's ``ServeProcess``, same arguments), ready when it returns; each one
   started is killed at the end of the test if it still runs.
@@ -12,6 +13,7 @@ metric snapshots), tests/serve_process.py (the service as a process, also used b
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,6 +26,14 @@ from tests.serve_process import ServeProcess
 @pytest.fixture
 def free_port() -> Callable[[], int]:
     return serve_process.free_port
+
+
+@pytest.fixture
+def taken() -> Iterator[str]:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        yield f"127.0.0.1:{held.getsockname()[1]}"
 
 
 @pytest.fixture

@@ -3,21 +3,9 @@ between being chosen and being bound is chosen again, and nothing else is retrie
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
-
 import pytest
 
 import tests.serve_process as sp
-
-
-@pytest.fixture
-def taken() -> Iterator[str]:
-    """An address something else listens on."""
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        held.listen()
-        yield f"127.0.0.1:{held.getsockname()[1]}"
 
 
 def _choosing(monkeypatch: pytest.MonkeyPatch, first: str | None) -> list[str]:

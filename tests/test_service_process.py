@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -56,14 +56,6 @@ def test_sigterm_finalizes_open_turns_and_exits(serve: Callable[..., ServeProces
     host, port = process.grpc.rsplit(":", 1)
     with pytest.raises(OSError), socket.create_connection((host, int(port)), timeout=2):
         pass
-
-
-@pytest.fixture
-def taken() -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield f"127.0.0.1:{s.getsockname()[1]}"
 
 
 @pytest.mark.parametrize("flag", ["--grpc-address", "--http-address", "--metrics-address"])
