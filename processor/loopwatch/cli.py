@@ -53,7 +53,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = args[0]
     module_name, help_text = COMMANDS[name]
     # import only the chosen command: `serve` needs grpc, `demo` does not
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        # a dependency removed or broken after install: named, not a traceback
+        print(f"loopwatch {name}: {e}; reinstall loopwatch: pip install loopwatch", file=sys.stderr)
+        return 2
     parser = argparse.ArgumentParser(prog=f"loopwatch {name}", description=help_text)
     module.add_arguments(parser)
     try:
