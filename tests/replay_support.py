@@ -90,6 +90,23 @@ def write_collector_json(path: Path, requests: Iterable[Any], compress: bool = F
     return path
 
 
+def jaeger_v3_answer(requests: Iterable[Any]) -> bytes:
+    """Jaeger 2's API v3 answer to a trace search (``/api/v3/traces``, buffered): every trace's
+    OTLP JSON (pdata's, as the file exporter's) in one ``TracesData`` under ``result``, one
+    line with no newline after it."""
+    resource_spans = [
+        rs for r in requests for rs in json.loads(collector_json_line(r))["resourceSpans"]
+    ]
+    return json.dumps({"result": {"resourceSpans": resource_spans}}, separators=(",", ":")).encode()
+
+
+def jaeger_v3_stream(requests: Iterable[Any], last: bytes = b'{"end":true}') -> bytes:
+    """The same answer streamed (``Accept: application/x-ndjson``): a ``result`` line per
+    message of the gRPC stream, then the end marker (or an ``error`` line)."""
+    lines = [b'{"result":' + collector_json_line(r).rstrip(b"\n") + b"}\n" for r in requests]
+    return b"".join(lines) + last + b"\n"
+
+
 # the values that differ between copies of a stored stream: trace ids and times
 _COPIED = re.compile(rb'"(traceId|startTimeUnixNano|endTimeUnixNano|timeUnixNano)":"([0-9a-f]+)"')
 

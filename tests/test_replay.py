@@ -16,6 +16,8 @@ from tests.replay_support import (
     batches,
     incident_turns,
     jaeger_document,
+    jaeger_v3_answer,
+    jaeger_v3_stream,
     record,
     replay_registry,
     tempo_document,
@@ -58,6 +60,14 @@ def _write(kind: str, directory: Path, spans: list) -> list[Path]:  # type: igno
         path = directory / "jaeger.json"
         path.write_text(json.dumps(jaeger_document(spans), indent=2))
         return [path]
+    if kind == "jaeger-v3":
+        path = directory / "jaeger-v3.json"
+        path.write_bytes(jaeger_v3_answer(requests))
+        return [path]
+    if kind == "jaeger-v3-stream":
+        path = directory / "jaeger-v3.ndjson"
+        path.write_bytes(jaeger_v3_stream(requests))
+        return [path]
     if kind == "tempo":  # one trace-by-id answer per trace
         by_trace: dict[int, list] = {}  # type: ignore[type-arg]
         for s in spans:
@@ -78,6 +88,8 @@ FORMATS = [
     "protobuf-single",
     "jaeger",
     "jaeger-pretty",
+    "jaeger-v3",
+    "jaeger-v3-stream",
     "tempo",
 ]
 

@@ -21,6 +21,8 @@ from tests.replay_support import (
     batches,
     collector_json_line,
     incident_turns,
+    jaeger_v3_answer,
+    jaeger_v3_stream,
     record,
     replay_registry,
     write_collector_json,
@@ -193,6 +195,45 @@ def test_globs_and_a_forced_format(
     code, _, err = _replay(capsys, "--format", "jaeger", str(tmp_path / "traces-1.json"))
     assert code == 2
     assert "traces-1.json:1: --format jaeger, but this document is otlp-json" in err
+
+
+def test_jaeger_api_v3_errors_and_answers_without_traces(
+    recorded: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spans, expected = recorded
+    requests = batches(spans)
+    # a streamed answer cut short by the storage: what came before it is read, the error named
+    cut = tmp_path / "cut.ndjson"
+    error = b'{"error":{"httpCode":500,"message":"storage: connection reset"}}'
+    cut.write_bytes(jaeger_v3_stream(requests, last=error))
+    registry, outcome = replay_registry([cut])
+    assert snapshot(registry) == expected
+    assert [(p.where, p.message) for p in outcome.stats.problems] == [
+        (
+            f"{cut}:{len(requests) + 1}",
+            "Jaeger API v3 answered an error 500: storage: connection reset",
+        )
+    ]
+    code, _, err = _replay(capsys, str(cut))
+    assert code == 0 and "answered an error 500: storage: connection reset" in err
+    # nothing found (saved as the body of a 404), a search's summaries: named, nothing read
+    missing = tmp_path / "missing.json"
+    missing.write_text('{"error":{"httpCode":404,"message":"No traces found"}}')
+    summaries = tmp_path / "summaries.json"
+    summaries.write_text('{"result":{"summaries":[],"nextPageToken":""}}')
+    code, _, err = _replay(capsys, str(missing), str(summaries))
+    assert code == 2
+    assert f"{missing}:1: Jaeger API v3 answered an error 404: No traces found" in err
+    without = "a Jaeger API v3 answer without traces (its result: nextPageToken, summaries)"
+    assert f"{summaries}:1: {without}" in err
+    # a forced format: jaeger and otlp-json read it (OTLP JSON inside), tempo names it
+    answer = tmp_path / "answer.json"
+    answer.write_bytes(jaeger_v3_answer(requests))
+    for forced in ("jaeger", "otlp-json"):
+        registry, outcome = replay_registry([answer], forced=forced)
+        assert snapshot(registry) == expected, forced
+    code, _, err = _replay(capsys, "--format", "tempo", str(answer))
+    assert code == 2 and f"{answer}:1: --format tempo, but this document is jaeger" in err
 
 
 def test_the_progress_line_on_a_terminal(

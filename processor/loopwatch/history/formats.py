@@ -1,7 +1,7 @@
 """Stored traces as span views: OTLP JSON (the Collector's file exporter), OTLP protobuf (one
-message, or the file exporter's length-prefixed stream), Jaeger JSON and Tempo JSON; plain,
-gzip- or zstd-compressed (:mod:`loopwatch.history.compressed`); files, directories, globs and
-``-`` for stdin.
+message, or the file exporter's length-prefixed stream), Jaeger JSON (its API v3's too: OTLP
+JSON under ``result``) and Tempo JSON; plain, gzip- or zstd-compressed
+(:mod:`loopwatch.history.compressed`); files, directories, globs and ``-`` for stdin.
 
 Everything becomes span views with the values the service's own conversion
 (:func:`loopwatch.service.otlp.span_views`) gives, so a stored span is read exactly as the same
@@ -605,11 +605,44 @@ def jaeger_request(document: dict[str, Any]) -> Any:
 
 
 # -- documents -----------------------------------------------------------------------------------
+_API_V3_KEYS = frozenset({"result", "error", "end"})
+
+
+def is_api_v3(document: Any) -> bool:
+    """Whether a parsed JSON document is an answer of Jaeger's API v3 (Jaeger 2's
+    ``/api/v3/traces``), or a line of its streamed form: one key, ``result``, ``error`` or
+    ``end``."""
+    return type(document) is dict and len(document) == 1 and not _API_V3_KEYS.isdisjoint(document)
+
+
+def api_v3_traces(document: dict[str, Any]) -> dict[str, Any] | None:
+    """The OTLP JSON in a Jaeger API v3 answer (``{"result": {"resourceSpans": ...}}``; a span
+    search's ``{"result": {"spans": {...}}}``); None for a stream's end marker; InputError for
+    an error it reports or a result without traces."""
+    if "end" in document:
+        return None
+    if "error" in document:
+        error = document["error"]
+        details = error if isinstance(error, dict) else {"message": error}
+        code = f" {details['httpCode']}" if "httpCode" in details else ""
+        message = _short(str(details.get("message", "")))
+        raise InputError(f"Jaeger API v3 answered an error{code}: {message}")
+    result = document["result"]
+    if isinstance(result, dict) and isinstance(result.get("spans"), dict):
+        result = result["spans"]
+    if not isinstance(result, dict) or (result and "resourceSpans" not in result):
+        what = ", ".join(sorted(map(str, result))[:6]) if isinstance(result, dict) else "no object"
+        raise InputError(f"a Jaeger API v3 answer without traces (its result: {what})")
+    return result or {"resourceSpans": []}  # a trace without spans marshals as {}
+
+
 def document_format(document: Any) -> str:
     """Which format a parsed JSON document is in (InputError when none)."""
     if isinstance(document, dict):
         if "resourceSpans" in document or "resource_spans" in document:
             return OTLP_JSON
+        if is_api_v3(document):
+            return JAEGER
         if "batches" in document:
             return TEMPO
         if isinstance(document.get("trace"), dict):
@@ -898,11 +931,17 @@ class Reader:
         yield from self._one(document, where)
 
     def _one(self, document: Any, where: str) -> Iterator[Batch]:
-        if (
-            self.forced in (AUTO, OTLP_JSON)
-            and type(document) is dict
-            and "resourceSpans" in document
-        ):
+        forced = self.forced
+        if forced != TEMPO and is_api_v3(document):  # Jaeger 2: OTLP JSON inside
+            try:
+                document = api_v3_traces(document)
+            except InputError as e:
+                self.stats.problem(where, str(e))
+                return
+            if document is None:  # the end of a streamed answer
+                return
+            forced = OTLP_JSON
+        if forced in (AUTO, OTLP_JSON) and type(document) is dict and "resourceSpans" in document:
             try:
                 views, rejected, base64_ids = fast_views(document)
             except _Unusual:
@@ -911,7 +950,7 @@ class Reader:
                 yield self._counted(views, rejected, base64_ids, where)
                 return
         try:
-            request, base64_ids = document_request(document, self.forced)
+            request, base64_ids = document_request(document, forced)
             if base64_ids:
                 self.stats.note(f"{where}: ids in base64 (protobuf's JSON mapping) read as such")
             views = self._views(request, where)
