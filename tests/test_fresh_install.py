@@ -2,7 +2,8 @@
 installed the README's way (pip install of the clone), a pydantic-ai agent attached with the
 README's lines and no loopwatch.toml. Its reworded ticket loop must show, the one warning must
 name the undeclared tool, the loop breaker with no config must stop it at three tickets with an
-honest answer, and a bulk turn of twelve different orders must not look like a loop."""
+honest answer, and a bulk turn of twelve different orders must not look like a loop. The same
+install replays and compares stored traces."""
 
 from __future__ import annotations
 
@@ -106,8 +107,9 @@ AGENT = """
 
 
 @pytest.fixture(scope="module")
-def user(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, object], str]:
-    """Install into a fresh venv outside the repository, run the agent; (its result, stderr)."""
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv outside the repository (``home/venv``), loopwatch installed the README's
+    way beside the user's own framework."""
     home = tmp_path_factory.mktemp("user")
     venv = home / "venv"
     started = time.monotonic()
@@ -131,6 +133,13 @@ def user(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, object], s
     )
     assert install.returncode == 0, install.stderr[-3000:]
     print(f"fresh venv + pip install: {time.monotonic() - started:.1f} s")
+    return home
+
+
+@pytest.fixture(scope="module")
+def user(home: Path) -> tuple[dict[str, object], str]:
+    """The agent run in the fresh venv: (its result, stderr)."""
+    python = str(home / "venv" / "bin" / "python")
     app = home / "app"
     app.mkdir()
     (app / "agent.py").write_text(textwrap.dedent(AGENT))
@@ -184,3 +193,40 @@ def test_fresh_install_sees_and_stops_the_reworded_loop_with_no_config(
     assert result["guarded_tickets"] == 3
     answer = str(result["guarded_answer"])
     assert "may have succeeded" in answer and "Do not retry" in answer
+
+
+def test_fresh_install_replays_and_compares_stored_traces(home: Path) -> None:
+    """The plain install runs ``loopwatch replay`` and ``compare`` on the file exporter's JSON
+    and a Jaeger download, with no extra."""
+    from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
+    from tests.replay_support import batches, jaeger_document, record, write_collector_json
+
+    spans, p = record([fourteen_tickets(), eleven_empty_searches()])
+    p.close()
+    stored = write_collector_json(home / "traces.json", batches(spans))
+    jaeger = home / "jaeger.json"
+    jaeger.write_text(json.dumps(jaeger_document(spans)))
+    loopwatch = str(home / "venv" / "bin" / "loopwatch")
+    for path in (stored, jaeger):
+        done = subprocess.run(
+            [loopwatch, "replay", str(path), "--json"],
+            cwd=home,  # no loopwatch.toml
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        # the incidents in three conventions: 14 attempts, 13 duplicates each, 330 s past the cap
+        assert report["turns"] == 6 and report["duplicate_calls"] == 3 * 13
+        assert report["worst_turns"][0]["max_attempts"] == 14
+        assert round(report["over_cap_seconds"]) == 3 * 330
+    done = subprocess.run(
+        [loopwatch, "compare", str(stored), str(jaeger)],
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "none significantly above the baseline" in done.stdout
