@@ -17,8 +17,9 @@ is one pass's cost of reading the lines.
 rate: bench_service.py's realistic stream (spans with 15-30 attributes, fresh ids and values in
 every copy), written as the Collector's file exporter writes it: ``format: proto`` (length-
 prefixed requests of 512 spans), ``format: json`` (one request a line, hex ids) and that JSON
-gzipped. Each file is replayed in a fresh process, its CPU time taken around the replay alone
-(reading, conversion, the pipeline, the report; not the interpreter's start). The same copies
+gzipped; and as Jaeger 2's API v3 streams it (each request under ``result``, a line each).
+Each file is replayed in a fresh process, its CPU time taken around the replay alone (reading,
+conversion, the pipeline, the report; not the interpreter's start). The same copies
 go into ``loopwatch serve`` over gRPC from two driver processes (bench_service.py's
 ``pre_into_service``), its CPU-seconds measured the same way; and, for the JSON files, as
 OTLP/JSON over HTTP (``service-http-json``: the service reading the same JSON). Interleaved
@@ -68,6 +69,7 @@ FILES = {
     "replay-proto": "traces.binpb",
     "replay-json": "traces.json",
     "replay-json-gz": "t.json.gz",
+    "replay-jaeger-v3": "jaeger-v3.ndjson",  # Jaeger 2's /api/v3/traces, streamed
 }
 
 
@@ -81,6 +83,8 @@ def write_files(bodies: list[bytes], directory: Path) -> None:
     text = b"".join(lines)
     (directory / FILES["replay-json"]).write_bytes(text)
     (directory / FILES["replay-json-gz"]).write_bytes(gzip.compress(text))
+    answer = b"".join(b'{"result":' + line.rstrip(b"\n") + b"}\n" for line in lines)
+    (directory / FILES["replay-jaeger-v3"]).write_bytes(answer + b'{"end":true}\n')
 
 
 def child(path: str) -> None:
@@ -151,7 +155,7 @@ def rate(args: argparse.Namespace) -> None:
         # the JSON files against the service reading the same requests as OTLP/JSON
         "ratio_to_service_http_json": {
             k: round(medians[k] / medians["service-http-json"], 2)
-            for k in ("replay-json", "replay-json-gz")
+            for k in ("replay-json", "replay-json-gz", "replay-jaeger-v3")
         },
         "goal": "each replay at least 1.0x the service",
     }

@@ -218,6 +218,32 @@ def test_the_json_fast_path_builds_the_services_span_views(recorded) -> None:  #
         assert [repr(v) for v in fast] == [repr(v) for v in strict.spans]
 
 
+def test_jaeger_api_v3_lines_take_the_typed_path(recorded) -> None:  # type: ignore[no-untyped-def]
+    """Jaeger 2's API v3 answer, buffered or a line of its stream, is read by the typed
+    structs, into the views the dict path builds; its other lines (the end, an error, a
+    result without traces) are left to the general path."""
+    from loopwatch.history.formats import Reader, api_v3_traces, fast_views
+    from loopwatch.service.otlp_json import request_views
+
+    spans, _ = recorded
+    requests = batches(spans)
+    reader = Reader([])
+    lines = [*jaeger_v3_stream(requests).splitlines()[:-1], jaeger_v3_answer(requests)]
+    for line in lines:
+        read = reader._typed(line)
+        assert read is not None and request_views(line) is None  # not a request
+        views, rejected, base64_ids = fast_views(api_v3_traces(json.loads(line)))
+        assert [repr(v) for v in read[0]] == [repr(v) for v in views]
+        assert read[1:] == (rejected, base64_ids) == (0, False)
+    assert sum(len(reader._typed(line)[0]) for line in lines[:-1]) == len(spans)  # type: ignore[index]
+    for other in (
+        b'{"end":true}',
+        b'{"error":{"httpCode":500,"message":"storage: connection reset"}}',
+        b'{"result":{"summaries":[],"nextPageToken":""}}',
+    ):
+        assert reader._typed(other) is None
+
+
 def test_the_typed_path_builds_the_same_span_views_and_leaves_the_unusual(recorded) -> None:  # type: ignore[no-untyped-def]
     """The file exporter's lines are decoded by msgspec into typed structs: every span view is
     the one the dict path (and so the service's conversion) builds, for every kind of attribute

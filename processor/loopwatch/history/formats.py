@@ -605,23 +605,30 @@ def jaeger_request(document: dict[str, Any]) -> Any:
 
 
 # -- documents -----------------------------------------------------------------------------------
-_API_V3_KEYS = frozenset({"result", "error", "end"})
+_API_V3_START = b'{"result"'  # how Jaeger writes its answer: compact, one key
 
 
 def is_api_v3(document: Any) -> bool:
     """Whether a parsed JSON document is an answer of Jaeger's API v3 (Jaeger 2's
-    ``/api/v3/traces``), or a line of its streamed form: one key, ``result``, ``error`` or
-    ``end``."""
-    return type(document) is dict and len(document) == 1 and not _API_V3_KEYS.isdisjoint(document)
+    ``/api/v3/traces``), or a line of its streamed form: a ``result``, or only an ``error`` or
+    the ``end``."""
+    return (
+        type(document) is dict
+        and "resourceSpans" not in document
+        and (
+            "result" in document
+            or (len(document) == 1 and ("end" in document or "error" in document))
+        )
+    )
 
 
 def api_v3_traces(document: dict[str, Any]) -> dict[str, Any] | None:
     """The OTLP JSON in a Jaeger API v3 answer (``{"result": {"resourceSpans": ...}}``; a span
     search's ``{"result": {"spans": {...}}}``); None for a stream's end marker; InputError for
     an error it reports or a result without traces."""
-    if "end" in document:
-        return None
-    if "error" in document:
+    if "result" not in document:
+        if "end" in document:
+            return None
         error = document["error"]
         details = error if isinstance(error, dict) else {"message": error}
         code = f" {details['httpCode']}" if "httpCode" in details else ""
@@ -856,7 +863,7 @@ class Reader:
         whole document (a pretty-printed Jaeger or Tempo download), the file as one document."""
         line_no = 0
         first = True
-        typed = self.forced in (AUTO, OTLP_JSON)
+        typed = self.forced in (AUTO, OTLP_JSON, JAEGER)
         while line := stream.readline(MAX_UNIT_BYTES + 1):
             line_no += 1
             if len(line) > MAX_UNIT_BYTES:
@@ -868,7 +875,7 @@ class Reader:
                 first = False
                 continue
             if typed:  # the file exporter's lines, whitespace and all: typed structs
-                read = request_views(line)
+                read = self._typed(line)
                 if read is not None:
                     first = False
                     yield self._counted(*read, f"{label}:{line_no}")
@@ -914,9 +921,20 @@ class Reader:
             if text:
                 yield from self._line(text, f"{label}:{n}")
 
+    def _typed(self, line: bytes) -> tuple[Batch, int, bool] | None:
+        """A line read by the typed structs: the file exporter's request, or Jaeger's API v3
+        answer (OTLP JSON under ``result``); None for the general path."""
+        if self.forced != JAEGER:
+            read = request_views(line)
+            if read is not None:
+                return read
+        if line.startswith(_API_V3_START):
+            return request_views(line, api_v3=True)
+        return None
+
     def _line(self, text: bytes, where: str, typed: bool = True) -> Iterator[Batch]:
-        if typed and self.forced in (AUTO, OTLP_JSON):
-            read = request_views(text)  # the file exporter's lines: typed structs
+        if typed and self.forced in (AUTO, OTLP_JSON, JAEGER):
+            read = self._typed(text)
             if read is not None:
                 yield self._counted(*read, where)
                 return

@@ -116,7 +116,14 @@ class Request(msgspec.Struct, gc=False, rename="camel"):
     resource_spans: list[ResourceSpans]
 
 
+class ApiV3Answer(msgspec.Struct, gc=False):
+    """Jaeger API v3's answer (Jaeger 2's ``/api/v3/traces``), a line of its stream too."""
+
+    result: Request
+
+
 _DECODER = msgspec.json.Decoder(Request)
+_API_V3_DECODER = msgspec.json.Decoder(ApiV3Answer)
 
 
 # -- span views ------------------------------------------------------------------------------------
@@ -327,14 +334,16 @@ def _span_decoded(span: Span) -> None:
     span.attributes = span.events = unset  # freed now, while in the CPU's caches
 
 
-def request_views(line: bytes) -> tuple[list[SpanView], int, bool] | None:
-    """The span views of one line of the file exporter's JSON: (views, spans rejected for
-    invalid ids, whether base64 ids were met); None when the line is not one this path reads."""
+def request_views(line: bytes, api_v3: bool = False) -> tuple[list[SpanView], int, bool] | None:
+    """The span views of one line of the file exporter's JSON (with ``api_v3``, of a Jaeger API
+    v3 answer): (views, spans rejected for invalid ids, whether base64 ids were met); None when
+    the line is not one this path reads."""
     global _reading
+    decoder = _API_V3_DECODER if api_v3 else _DECODER
     with _LOCK:
         reading = _reading = _Reading()
         try:
-            _DECODER.decode(line)
+            decoder.decode(line)
         except (msgspec.DecodeError, Unusual, ValueError, RecursionError):
             return None  # the general path reads it or names what is wrong
         finally:
