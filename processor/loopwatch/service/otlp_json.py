@@ -1,6 +1,6 @@
-"""OTLP/JSON (an OTLP/HTTP JSON request, a line of the Collector's file exporter), decoded by
-msgspec into typed structs that declare only the fields loopwatch reads, each span turned into its
-span view as soon as it is decoded.
+"""OTLP/JSON (an OTLP/HTTP JSON request, a line of the Collector's file exporter, Jaeger API v3's
+answer with the same under ``result``), decoded by msgspec into typed structs that declare only
+the fields loopwatch reads, each span turned into its span view as soon as it is decoded.
 
 A request is one ``ExportTraceServiceRequest``; a file exporter's line is about a megabyte.
 Python's ``json.loads`` builds a dict for every span, attribute and value in it, and freeing them
