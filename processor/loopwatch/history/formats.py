@@ -924,13 +924,9 @@ class Reader:
     def _typed(self, line: bytes) -> tuple[Batch, int, bool] | None:
         """A line read by the typed structs: the file exporter's request, or Jaeger's API v3
         answer (OTLP JSON under ``result``); None for the general path."""
-        if self.forced != JAEGER:
-            read = request_views(line)
-            if read is not None:
-                return read
-        if line.startswith(_API_V3_START):
+        if line.startswith(_API_V3_START):  # decided first: a failed decode scans the line
             return request_views(line, api_v3=True)
-        return None
+        return None if self.forced == JAEGER else request_views(line)
 
     def _line(self, text: bytes, where: str, typed: bool = True) -> Iterator[Batch]:
         if typed and self.forced in (AUTO, OTLP_JSON, JAEGER):
