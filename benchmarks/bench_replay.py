@@ -6,6 +6,7 @@
     .venv/bin/python benchmarks/bench_replay.py memory [--spans 100000 1000000 ...]
                                                        [--format json|proto] [--out DIR]
     .venv/bin/python benchmarks/bench_replay.py json-split [--copies 40] [--rounds 3]
+    .venv/bin/python benchmarks/bench_replay.py read [--copies 8] [--passes 7]
     .venv/bin/python benchmarks/bench_replay.py false-alarms [--seeds 2000] [--out DIR]
     .venv/bin/python benchmarks/bench_replay.py json-stages STAGE N   # under callgrind
 
@@ -25,6 +26,9 @@ go into ``loopwatch serve`` over gRPC from two driver processes (bench_service.p
 OTLP/JSON over HTTP (``service-http-json``: the service reading the same JSON). Interleaved
 rounds, medians, and each replay's ratio to the service's spans per CPU-second: the machine is
 shared, so the ratio is the figure.
+
+read: that stream's lines read into span views in one process, no pipeline, as the file
+exporter's JSON and as Jaeger API v3's streamed answer: the best of the passes, µs a span.
 
 json-split: where the CPU of replaying that stream's file exporter JSON goes, per span: reading
 the lines into span views, and the pipeline after it; and, beside them, Python's json.loads
@@ -63,7 +67,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from benchmarks.bench_service import DRIVERS, copies, pre_into_service, realistic_requests
 from loopwatch.service.otlp import hex_ids_json
-from tests.replay_support import collector_json_line
+from tests.replay_support import collector_json_line, jaeger_v3_lines
 
 FILES = {
     "replay-proto": "traces.binpb",
@@ -83,8 +87,7 @@ def write_files(bodies: list[bytes], directory: Path) -> None:
     text = b"".join(lines)
     (directory / FILES["replay-json"]).write_bytes(text)
     (directory / FILES["replay-json-gz"]).write_bytes(gzip.compress(text))
-    answer = b"".join(b'{"result":' + line.rstrip(b"\n") + b"}\n" for line in lines)
-    (directory / FILES["replay-jaeger-v3"]).write_bytes(answer + b'{"end":true}\n')
+    (directory / FILES["replay-jaeger-v3"]).write_bytes(jaeger_v3_lines(lines))
 
 
 def child(path: str) -> None:
@@ -213,6 +216,38 @@ def json_split(args: argparse.Namespace) -> None:
         print(", ".join(f"{k} {v[-1]:.1f}" for k, v in rows.items()) + " us a span", flush=True)
     medians = {k: round(statistics.median(v), 1) for k, v in rows.items()}
     report = {"spans": spans, "microseconds_per_span": medians, "rounds": rows}
+    print(json.dumps(report, indent=2))
+
+
+def read_formats(args: argparse.Namespace) -> None:
+    """The rate stream's lines read into span views in this process (``Reader``, no pipeline),
+    as the file exporter's JSON and as Jaeger API v3's streamed answer: the best of the passes
+    each, interleaved, µs a span."""
+    from loopwatch.history.formats import Reader
+    from tests.replay_support import timed_copies
+
+    lines = [
+        collector_json_line(ExportTraceServiceRequest.FromString(body))
+        for body in realistic_requests(args.turns, seed=1)
+    ]
+    stored = list(timed_copies(lines, args.copies, COPY_EVERY_NS))
+    best: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = {"file exporter json": Path(tmp, "t.json"), "jaeger v3": Path(tmp, "v3.ndjson")}
+        paths["file exporter json"].write_bytes(b"".join(stored))
+        paths["jaeger v3"].write_bytes(jaeger_v3_lines(stored))
+        spans = 0
+        for _ in range(args.passes):
+            for name, path in paths.items():
+                cpu = time.process_time()
+                spans = sum(len(batch) for batch in Reader([str(path)]).batches())
+                per_span = (time.process_time() - cpu) / spans * 1e6
+                best[name] = min(best.get(name, per_span), per_span)
+    report = {
+        "spans": spans,
+        "best_microseconds_per_span": {k: round(v, 2) for k, v in best.items()},
+        "jaeger_v3_over_json": round(best["jaeger v3"] / best["file exporter json"], 3),
+    }
     print(json.dumps(report, indent=2))
 
 
@@ -419,6 +454,10 @@ def main() -> None:
     j.add_argument("--turns", type=int, default=150, help="turns in the stream before copying")
     j.add_argument("--copies", type=int, default=40)
     j.add_argument("--rounds", type=int, default=3)
+    d = sub.add_parser("read")
+    d.add_argument("--turns", type=int, default=300, help="turns in the stream before copying")
+    d.add_argument("--copies", type=int, default=8)
+    d.add_argument("--passes", type=int, default=7)
     m = sub.add_parser("memory")
     m.add_argument(
         "--spans", type=int, nargs="+", default=[100_000, 1_000_000], help="file sizes (spans)"
@@ -430,7 +469,7 @@ def main() -> None:
     f.add_argument("--alpha", type=float, default=0.05)
     f.add_argument("--out", help="directory for compare-false-alarms.json")
     args = parser.parse_args()
-    commands = {"rate": rate, "json-split": json_split, "memory": memory}
+    commands = {"rate": rate, "json-split": json_split, "read": read_formats, "memory": memory}
     {**commands, "false-alarms": false_alarms}[args.command](args)
 
 

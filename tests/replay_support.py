@@ -103,8 +103,12 @@ def jaeger_v3_answer(requests: Iterable[Any]) -> bytes:
 def jaeger_v3_stream(requests: Iterable[Any], last: bytes = b'{"end":true}') -> bytes:
     """The same answer streamed (``Accept: application/x-ndjson``): a ``result`` line per
     message of the gRPC stream, then the end marker (or an ``error`` line)."""
-    lines = [b'{"result":' + collector_json_line(r).rstrip(b"\n") + b"}\n" for r in requests]
-    return b"".join(lines) + last + b"\n"
+    return jaeger_v3_lines((collector_json_line(r) for r in requests), last)
+
+
+def jaeger_v3_lines(lines: Iterable[bytes], last: bytes = b'{"end":true}') -> bytes:
+    """File exporter JSON lines as Jaeger API v3's streamed answer, each under ``result``."""
+    return b"".join(b'{"result":' + line.rstrip(b"\n") + b"}\n" for line in lines) + last + b"\n"
 
 
 # the values that differ between copies of a stored stream: trace ids and times
