@@ -3,7 +3,7 @@
     scripts/build-compiled          # first: the compiled build, in build/compiled
     .venv/bin/python benchmarks/bench_builds.py instructions [--streams genai,plain,mix,handrolled]
     .venv/bin/python benchmarks/bench_builds.py worker [--rounds 9]
-    .venv/bin/python benchmarks/bench_builds.py plain [--rounds 7] [--requests 1000]
+    .venv/bin/python benchmarks/bench_builds.py plain [--rounds 11] [--requests 1000]
     .venv/bin/python benchmarks/bench_builds.py service [--rounds 3] [--stream mix|histories]
     .venv/bin/python benchmarks/bench_builds.py profile [--stream mix|histories]
     .venv/bin/python benchmarks/bench_builds.py all --out benchmarks/results
@@ -22,12 +22,15 @@ instructions: callgrind's instruction count for the worker's drain of bench_cost
 worker: bench_cost.py worker's CPU time of the worker thread per span, same streams.
 plain: process CPU (every thread) per plain web span (an HTTP server span with a database span
   under it, no GenAI) emitted through the SDK with the SDK's BatchSpanProcessor (null exporter)
-  alone, with loopwatch alone, and with no span processor, taking turns in one process in
-  short segments (ABCCBA...), each ending with a flush. "adds" is a setup's cost over no
-  processor. Goal: loopwatch adds at most what BatchSpanProcessor adds (<= 1.0x). The same in
-  instructions too (callgrind, every thread; each setup alone, one and four segments), beside
-  two references: a processor that only holds each finished span until the flush, and one that
-  reads each span's ids and times in on_end and holds only those (the garbage collector's share).
+  alone, with loopwatch alone, and with no span processor, each setup alone in a process of its
+  own (the garbage collector is the process's: in one process, a collection one setup's held
+  spans bring on may land in another's turn), the processes interleaved (ABCCBA...), segments
+  each ending with a flush. "adds" is a setup's cost over no processor's in the same round,
+  the median over the rounds. Goal:
+  loopwatch adds at most what BatchSpanProcessor adds (<= 1.0x). The same in instructions too
+  (callgrind, every thread; each setup alone, one and four segments), beside two references: a
+  processor that only holds each finished span until the flush, and one that reads each span's
+  ids and times in on_end and holds only those (the garbage collector's share).
 service: bench_service.py rate's pre-encoded requests (two driver processes) over gRPC and
   HTTP into ``loopwatch serve`` of each build: spans per CPU-second of the service. Every
   round also times protobuf's decode-only rate of the rate stream's requests here, per
@@ -209,6 +212,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
 
 # -- plain: process CPU per plain span against BatchSpanProcessor -------------------------------
 PLAIN_SETUPS = ("none", "batch", "loopwatch")
+PLAIN_SEGMENTS = 16
 # Instructions only, for where the cost of a processor that works off the agent's thread comes
 # from: "hold" keeps each finished span until the flush and does nothing else (what any such
 # processor's queue does to the garbage collector); "read" reads each span's ids and times in
@@ -278,56 +282,69 @@ def child_plain_one(how: str, requests: int, segments: int) -> dict[str, Any]:
     return {}
 
 
-def child_plain(requests: int, segments: int) -> dict[str, Any]:
-    """Process CPU per span for each setup, summed over its segments."""
+def child_plain(how: str, requests: int, segments: int) -> dict[str, Any]:
+    """Process CPU per span of one setup, alone in this process, over its segments."""
     from benchmarks.streams import emit_plain
     from loopwatch import compiled
 
-    setups = {how: _plain_provider(how) for how in PLAIN_SETUPS}
-    tracers = {how: p.get_tracer("plain") for how, p in setups.items()}
-    for how in setups:  # warm: first spans, the worker's first batch
-        emit_plain(tracers[how], 50)
-        setups[how].force_flush()
-    cpu = dict.fromkeys(setups, 0.0)
-    order = list(setups)
-    for segment in range(segments):
-        for how in order if segment % 2 == 0 else order[::-1]:  # ABCCBA...
-            started = time.process_time()
-            emit_plain(tracers[how], requests)
-            setups[how].force_flush()  # the spans it queued are part of its cost
-            cpu[how] += time.process_time() - started
-    for p in setups.values():
-        p.shutdown()
-    spans = 2 * requests * segments
-    us = {how: cpu[how] / spans * 1e6 for how in setups}
-    return {"build": compiled.describe(), **{f"{how}_us": v for how, v in us.items()}}
+    p = _plain_provider(how)
+    tracer = p.get_tracer("plain")
+    emit_plain(tracer, 50)  # warm: first spans, the worker's first batch
+    p.force_flush()
+    started = time.process_time()
+    for _ in range(segments):
+        emit_plain(tracer, requests)
+        p.force_flush()  # the spans it queued are part of its cost
+    cpu = time.process_time() - started
+    p.shutdown()
+    return {"build": compiled.describe(), "us": cpu / (2 * requests * segments) * 1e6}
 
 
 def plain(args: argparse.Namespace) -> dict[str, Any]:
+    # each setup alone in its process: the collector is the process's, so in one process a
+    # collection that one setup's held spans bring on may land in another setup's turn
     cells = [
-        (b, lambda b=b: child(b, "bench_builds.py", "plain", str(args.requests), "8"))
+        (
+            f"{b}/{how}",
+            lambda b=b, how=how: child(
+                b, "bench_builds.py", "plain", how, str(args.requests), str(PLAIN_SEGMENTS)
+            ),
+        )
         for b in BUILDS
+        for how in PLAIN_SETUPS
     ]
     rows = interleaved(args.rounds, cells)
     report: dict[str, Any] = {}
     for build in BUILDS:
-        r = rows[build]
-        us = {how: med([x[f"{how}_us"] for x in r]) for how in ("none", "batch", "loopwatch")}
-        adds = [(x["loopwatch_us"] - x["none_us"]) / (x["batch_us"] - x["none_us"]) for x in r]
-        totals = [x["loopwatch_us"] / x["batch_us"] for x in r]
+        runs = {how: [x["us"] for x in rows[f"{build}/{how}"]] for how in PLAIN_SETUPS}
+        us = {how: med(v) for how, v in runs.items()}
+        # each setup's cost over its round's no-processor cost, so the machine's drift from
+        # round to round divides out; then the medians over the rounds
+        over = {
+            how: med([x / none for x, none in zip(v, runs["none"], strict=True)])
+            for how, v in runs.items()
+        }
+        adds = (over["loopwatch"] - 1) / (over["batch"] - 1)
+        # each round's own ratio, for the spread (the processes of a round differ by more
+        # than what a processor adds, so a round alone says little)
+        rounds = [
+            (lw - none) / (batch - none)
+            for none, batch, lw in zip(runs["none"], runs["batch"], runs["loopwatch"], strict=True)
+            if batch != none
+        ]
         report[build] = {
             **{f"{how}_us_per_span": round(v, 2) for how, v in us.items()},
-            "loopwatch_adds_over_batch_adds": round(med(adds), 3),
-            "rounds_adds": sorted(round(a, 3) for a in adds),
-            "loopwatch_over_batch_total": round(med(totals), 3),
+            "loopwatch_adds_over_batch_adds": round(adds, 3),
+            "rounds_adds": sorted(round(a, 3) for a in rounds),
+            "us_per_span_by_round": {how: [round(v, 2) for v in vs] for how, vs in runs.items()},
+            "loopwatch_over_batch_total": round(over["loopwatch"] / over["batch"], 3),
         }
         x = report[build]
         print(
             f"plain {build:<9} per span: no processor {us['none']:.2f} us, Batch "
             f"{us['batch']:.2f}, loopwatch {us['loopwatch']:.2f}; loopwatch adds "
-            f"{x['loopwatch_adds_over_batch_adds']:.3f}x what Batch adds (rounds "
-            f"{x['rounds_adds'][0]}-{x['rounds_adds'][-1]}), total "
-            f"{x['loopwatch_over_batch_total']:.3f}x",
+            f"{adds:.3f}x what Batch adds (rounds {x['rounds_adds'][0]}-"
+            f"{x['rounds_adds'][-1]}), total {x['loopwatch_over_batch_total']:.3f}x",
             flush=True,
         )
     # the same in instructions (callgrind, every thread): one and four segments of each setup
@@ -635,7 +652,7 @@ def main() -> int:
         print(json.dumps(child_service_passes(sys.argv[3], int(sys.argv[4]))))
         return 0
     if len(sys.argv) > 2 and sys.argv[1:3] == ["child", "plain"]:
-        print(json.dumps(child_plain(int(sys.argv[3]), int(sys.argv[4]))))
+        print(json.dumps(child_plain(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))))
         return 0
     if len(sys.argv) > 2 and sys.argv[1:3] == ["child", "plain-one"]:
         print(json.dumps(child_plain_one(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))))
@@ -644,7 +661,7 @@ def main() -> int:
     parser.add_argument(
         "what", choices=["instructions", "worker", "plain", "service", "profile", "all"]
     )
-    parser.add_argument("--rounds", type=int, help="worker: 9, plain: 7, service: 3")
+    parser.add_argument("--rounds", type=int, help="worker: 9, plain: 11, service: 3")
     parser.add_argument(
         "--streams",
         type=lambda s: s.split(","),
@@ -663,7 +680,7 @@ def main() -> int:
     steps: tuple[tuple[str, Callable[[argparse.Namespace], dict[str, Any]], int], ...] = (
         ("instructions", instructions, 1),
         ("worker", worker, 9),
-        ("plain", plain, 7),
+        ("plain", plain, 11),
         ("service", service, 3),
         ("profile", profile, 1),
     )
