@@ -3,7 +3,7 @@
     scripts/build-compiled          # first: the compiled build, in build/compiled
     .venv/bin/python benchmarks/bench_builds.py instructions [--streams genai,plain,mix,handrolled]
     .venv/bin/python benchmarks/bench_builds.py worker [--rounds 9]
-    .venv/bin/python benchmarks/bench_builds.py plain [--rounds 11] [--requests 1000]
+    .venv/bin/python benchmarks/bench_builds.py plain [--rounds 11] [--requests 1000] [--wake N,...]
     .venv/bin/python benchmarks/bench_builds.py service [--rounds 3] [--stream mix|histories]
     .venv/bin/python benchmarks/bench_builds.py profile [--stream mix|histories]
     .venv/bin/python benchmarks/bench_builds.py all --out benchmarks/results
@@ -26,11 +26,13 @@ plain: process CPU (every thread) per plain web span (an HTTP server span with a
   own (the garbage collector is the process's: in one process, a collection one setup's held
   spans bring on may land in another's turn), the processes interleaved (ABCCBA...), segments
   each ending with a flush. "adds" is a setup's cost over no processor's in the same round,
-  the median over the rounds. Goal:
-  loopwatch adds at most what BatchSpanProcessor adds (<= 1.0x). The same in instructions too
-  (callgrind, every thread; each setup alone, one and four segments), beside two references: a
-  processor that only holds each finished span until the flush, and one that reads each span's
-  ids and times in on_end and holds only those (the garbage collector's share).
+  the median over the rounds. Goal: loopwatch adds at most what BatchSpanProcessor adds (<=
+  1.0x). The same in instructions too (callgrind, every thread; each setup alone, one and four
+  segments), beside two references: a processor that only holds each finished span until the
+  flush, and one that reads each span's ids and times in on_end and holds only those (the
+  garbage collector's share).
+  ``--wake N,...`` adds loopwatch with its worker woken at N queued starts and ends, in the same
+  rounds (to compare wakes).
 service: bench_service.py rate's pre-encoded requests (two driver processes) over gRPC and
   HTTP into ``loopwatch serve`` of each build: spans per CPU-second of the service. Every
   round also times protobuf's decode-only rate of the rate stream's requests here, per
@@ -262,8 +264,11 @@ def _plain_provider(how: str) -> Any:
         return provider(7, Hold() if how == "hold" else Read())
     if how == "batch":
         return provider(7, BatchSpanProcessor(Null(), max_queue_size=100_000))
-    if how == "loopwatch":
-        return provider(7, LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry()))
+    if how.startswith("loopwatch"):  # "loopwatch@N": its worker woken at N queued items
+        processor = LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry())
+        if "@" in how:
+            processor._batch = int(how.split("@")[1])
+        return provider(7, processor)
     return provider(7)
 
 
@@ -301,6 +306,7 @@ def child_plain(how: str, requests: int, segments: int) -> dict[str, Any]:
 
 
 def plain(args: argparse.Namespace) -> dict[str, Any]:
+    wakes = tuple(f"loopwatch@{n}" for n in args.wake)
     # each setup alone in its process: the collector is the process's, so in one process a
     # collection that one setup's held spans bring on may land in another setup's turn
     cells = [
@@ -311,12 +317,12 @@ def plain(args: argparse.Namespace) -> dict[str, Any]:
             ),
         )
         for b in BUILDS
-        for how in PLAIN_SETUPS
+        for how in (*PLAIN_SETUPS, *wakes)
     ]
     rows = interleaved(args.rounds, cells)
     report: dict[str, Any] = {}
     for build in BUILDS:
-        runs = {how: [x["us"] for x in rows[f"{build}/{how}"]] for how in PLAIN_SETUPS}
+        runs = {how: [x["us"] for x in rows[f"{build}/{how}"]] for how in (*PLAIN_SETUPS, *wakes)}
         us = {how: med(v) for how, v in runs.items()}
         # each setup's cost over its round's no-processor cost, so the machine's drift from
         # round to round divides out; then the medians over the rounds
@@ -347,6 +353,15 @@ def plain(args: argparse.Namespace) -> dict[str, Any]:
             f"{x['rounds_adds'][-1]}), total {x['loopwatch_over_batch_total']:.3f}x",
             flush=True,
         )
+        for how in wakes:
+            report[build][f"{how}_adds_over_batch_adds"] = round(
+                (over[how] - 1) / (over["batch"] - 1), 3
+            )
+            print(
+                f"plain {build:<9} {how}: adds "
+                f"{report[build][f'{how}_adds_over_batch_adds']:.3f}x what Batch adds",
+                flush=True,
+            )
     # the same in instructions (callgrind, every thread): one and four segments of each setup
     # alone, the difference over three is one segment (2 x requests spans)
     for build in BUILDS:
@@ -669,6 +684,12 @@ def main() -> int:
         help="instructions: bench_cost.py worker streams",
     )
     parser.add_argument("--requests", type=int, default=1000, help="plain: requests a segment")
+    parser.add_argument(
+        "--wake",
+        type=lambda s: [int(n) for n in s.split(",")],
+        default=[],
+        help="plain: also loopwatch with its worker woken at each of these queued items",
+    )
     parser.add_argument("--stream", choices=["mix", "histories"], default="mix")
     parser.add_argument("--turns", type=int, default=300, help="service: turns before copying")
     parser.add_argument(
