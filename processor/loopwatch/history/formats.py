@@ -645,7 +645,7 @@ def api_v3_traces(document: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _first_keys(document: dict[str, Any]) -> str:
-    """A document's first six keys in order, for a message: linear in its keys, not a sort."""
+    """The six keys of a document that sort first, for a message: linear in its keys."""
     return ", ".join(heapq.nsmallest(6, map(str, document)))
 
 
