@@ -157,8 +157,8 @@ def child_stages(repeat: int) -> dict[str, Any]:
                 for item in items:
                     if len(item) == 5:
                         p._plain(*item)
-                    elif len(item) == 1:
-                        p._started(item[0])
+                    elif len(item) != 3:  # a start
+                        p._started(item)
                     else:
                         p._assembler.add(*item)
                 t2 = clock()

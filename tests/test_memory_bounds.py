@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gc
 import os
+import weakref
 
 import psutil
 import pytest
+from opentelemetry.sdk.trace import ReadableSpan
 
 from loopwatch.conventions import read_span
 from loopwatch.core.assembler import TurnAssembler
@@ -144,6 +146,43 @@ def test_plain_traffic_is_not_buffered_in_process() -> None:
     assert p.value("loopwatch_turns_total") == 1  # the agent answered without tools
     assert p.value("loopwatch_open_turns") == 0
     assert p.value("loopwatch_spans_total", kind="other") == 202
+    p.close()
+
+
+def test_a_started_span_is_not_held_past_its_end() -> None:
+    """The SDK hands on_end a new ReadableSpan: the Span that on_start got is the agent's, and
+    nothing of loopwatch's keeps it alive once it has ended (the worker is held meanwhile)."""
+    from tests.helpers import Pipeline
+
+    p = Pipeline()
+    with p.processor._lock:  # the worker waits: the start and the end stay queued
+        span = p.tracer.start_span("SELECT orders", attributes={"db.system": "postgresql"})
+        started = weakref.ref(span)
+        span.end()
+        del span
+        gc.collect()
+        assert started() is None
+        assert len(p.processor._queue) == 2
+    assert p.value("loopwatch_spans_total", kind="other") == 1
+    p.close()
+
+
+class _Bare(ReadableSpan):
+    """A span class that keeps none of the SDK's fields: its start is queued as the span."""
+
+    def __init__(self) -> None:
+        pass
+
+
+def test_a_start_whose_fields_are_missing_is_queued_as_the_span_not_raised() -> None:
+    from tests.helpers import Pipeline
+
+    p = Pipeline()
+    p.tracer.start_span("warm").end()  # the processor learns the SDK's span class
+    with p.processor._lock:
+        p.processor._start_class = _Bare  # as though it had learned this one
+        p.processor.on_start(_Bare())  # type: ignore[arg-type]
+        assert type(p.processor._queue[-1][0]) is _Bare
     p.close()
 
 

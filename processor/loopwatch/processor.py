@@ -26,7 +26,16 @@ from loopwatch.core.records import KIND_OTHER, Link, Record, kind_of
 from loopwatch.core.sink import Sink
 from loopwatch.core.spans import SpanView
 from loopwatch.metrics import metrics_for
-from loopwatch.sdk_fields import FAST, read_end, read_start, read_view, span_reader
+from loopwatch.sdk_fields import (
+    FAST,
+    StartFields,
+    direct,
+    read_end,
+    read_start,
+    read_view,
+    span_reader,
+    start_fields,
+)
 from loopwatch.sdk_spans import service_of
 
 
@@ -110,7 +119,10 @@ class LoopwatchSpanProcessor(SpanProcessor):
         # the field reader called directly: compiled, a C call (through the attributes, a call
         # of a Python object, with its arguments parsed)
         self._fields = read is FAST
-        self._queue: deque[ReadableSpan | tuple[Span]] = deque()
+        # the class whose starts on_start reads into StartFields, where the field reader is
+        # used; any other class's start is queued as a 1-tuple of the span
+        self._start_class: type | None = None
+        self._queue: deque[ReadableSpan | tuple[Span] | StartFields] = deque()
         self._limit = self.config.queue_spans
         self._batch = min(_BATCH, self._limit // 2)
         # one entry per span dropped at the queue bound; deque.append is atomic under the GIL
@@ -137,7 +149,23 @@ class LoopwatchSpanProcessor(SpanProcessor):
         # its turn is still finalized when the root ends.
         queued = len(self._queue)
         if queued < self._limit:
-            self._queue.append((span,))  # a 1-tuple marks a start: cheaper than any object
+            cls = type(span)
+            if self._start_class is None and self._fields and direct(cls):
+                self._start_class = cls  # learned at the first start: the SDK's span class
+            start: tuple[Span] | StartFields
+            if cls is self._start_class:
+                # its fields, not the span: on_end gets a new ReadableSpan, so a started Span
+                # held here outlives its end until the worker runs, and the garbage collector
+                # meets it (with every start held so, a plain web span brought on 1.2x the
+                # young collections that BatchSpanProcessor does)
+                try:
+                    name = getattr(span, "_name")  # noqa: B009 (untyped: see sdk_fields)
+                    start = (span._context, span._parent, name, span._attributes)
+                except AttributeError:  # a subclass that lacks one
+                    start = (span,)
+            else:
+                start = (span,)
+            self._queue.append(start)
             if queued == self._batch:
                 self._wake.set()
 
@@ -219,11 +247,13 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._drain()
             self._drained.notify_all()
 
-    def _started(self, span: ReadableSpan) -> None:
-        if self._fields:
-            trace_id, span_id, parent_id, name, attributes = read_start(span)
+    def _started(self, item: tuple[Span] | StartFields) -> None:
+        if len(item) == 4:
+            trace_id, span_id, parent_id, name, attributes = start_fields(item)
+        elif self._fields:
+            trace_id, span_id, parent_id, name, attributes = read_start(item[0])
         else:
-            trace_id, span_id, parent_id, name, attributes = self._span_start(span)
+            trace_id, span_id, parent_id, name, attributes = self._span_start(item[0])
         if not (trace_id or span_id):
             return  # not a span of a trace
         # inside a turn already: whether it is a turn span itself does not matter (most starts);
@@ -315,12 +345,13 @@ class LoopwatchSpanProcessor(SpanProcessor):
         plain = 0  # counted here, not in counts: most spans of a web app are plain
         for item in items:
             try:
-                size = len(item)  # a start (span,), a record (3) or a plain span (5)
+                # a start (span,) or StartFields (4), a record (3) or a plain span (5)
+                size = len(item)
                 if size == 5:
                     self._plain(item[0], item[1], item[2], item[3], item[4])
                     plain += 1
-                elif size == 1:
-                    self._started(item[0])
+                elif size != 3:
+                    self._started(item)
                 else:
                     assembler.add(item[0], item[1], item[2])
                     kind = kind_of(item[2])

@@ -85,17 +85,21 @@ def _readable(attributes: Any) -> Mapping[str, Any]:
     return dict(attributes) if attributes else {}  # a dict of the caller's, say
 
 
-# Two readers, not one: the SDK hands on_start a Span and on_end a ReadableSpan, and CPython
-# specializes each attribute read to one class (a read that sees both takes the slow path).
-def read_start(span: ReadableSpan) -> Start:
-    if not (_DIRECT.get(type(span)) or _direct(type(span))):
-        return PUBLIC.start(span)
+def direct(cls: type) -> bool:
+    """Whether spans of ``cls`` are read from their fields (the SDK's own classes are)."""
+    return bool(_DIRECT.get(cls) or _direct(cls))
+
+
+# What on_start keeps of an SDK Span read this way (its context, parent, name, attributes), in
+# place of the span: the SDK hands on_end a new ReadableSpan, and a started Span held until the
+# worker runs outlives its end.
+StartFields = tuple[Any, Any, Any, Any]
+
+
+def start_fields(fields: StartFields) -> Start:
+    """A start as the worker reads it, from what on_start kept of an SDK Span."""
+    ctx, parent, name, attributes = fields
     # SpanContext is a tuple (trace_id, span_id, is_remote, ...): its properties index it
-    ctx, parent = span._context, span._parent
-    # typed str, but the SDK stores what the caller passed: read untyped (compiled, a typed read
-    # is checked, and raises on 12345)
-    name = getattr(span, "_name")  # noqa: B009
-    attributes = span._attributes
     inner = getattr(attributes, "_dict", None)  # _readable, inline: once a span
     if type(inner) is not dict:
         inner = dict(attributes) if attributes else {}
@@ -106,6 +110,17 @@ def read_start(span: ReadableSpan) -> Start:
         name if type(name) is str else name_text(name),
         inner,
     )
+
+
+# Two readers, not one: the SDK hands on_start a Span and on_end a ReadableSpan, and CPython
+# specializes each attribute read to one class (a read that sees both takes the slow path).
+def read_start(span: ReadableSpan) -> Start:
+    if not (_DIRECT.get(type(span)) or _direct(type(span))):
+        return PUBLIC.start(span)
+    # typed str, but the SDK stores what the caller passed: read untyped (compiled, a typed read
+    # is checked, and raises on 12345)
+    name = getattr(span, "_name")  # noqa: B009
+    return start_fields((span._context, span._parent, name, span._attributes))
 
 
 def read_end(span: ReadableSpan) -> End:
