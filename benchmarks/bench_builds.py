@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench_builds.py instructions [--streams genai,plain,mix,handrolled]
     .venv/bin/python benchmarks/bench_builds.py worker [--rounds 9]
     .venv/bin/python benchmarks/bench_builds.py plain [--rounds 11] [--requests 1000] [--wake N,...]
+                                                      [--callgrind-runs 3]
     .venv/bin/python benchmarks/bench_builds.py service [--rounds 3] [--stream mix|histories]
     .venv/bin/python benchmarks/bench_builds.py profile [--stream mix|histories]
     .venv/bin/python benchmarks/bench_builds.py all --out benchmarks/results
@@ -28,7 +29,7 @@ plain: process CPU (every thread) per plain web span (an HTTP server span with a
   each ending with a flush. "adds" is a setup's cost over no processor's in the same round,
   the median over the rounds. Goal: loopwatch adds at most what BatchSpanProcessor adds (<=
   1.0x). The same in instructions too (callgrind, every thread; each setup alone, one and four
-  segments), beside two references: a processor that only holds each finished span until the
+  segments; ``--callgrind-runs`` times each, the median), beside two references: a processor that only holds each finished span until the
   flush, and one that reads each span's ids and times in on_end and holds only those (the
   garbage collector's share).
   ``--wake N,...`` adds loopwatch with its worker woken at N queued starts and ends, in the same
@@ -59,6 +60,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -362,29 +364,53 @@ def plain(args: argparse.Namespace) -> dict[str, Any]:
                 f"{report[build][f'{how}_adds_over_batch_adds']:.3f}x what Batch adds",
                 flush=True,
             )
+
     # the same in instructions (callgrind, every thread): one and four segments of each setup
-    # alone, the difference over three is one segment (2 x requests spans)
+    # alone, the difference over three is one segment (2 x requests spans). A full collection
+    # falls in that difference or not, by how the threads interleave: each setup runs several
+    # times (two processes at once: callgrind runs one thread at a time), the median counts.
+    def per_span(build: str, how: str) -> float:
+        one, four = (
+            _callgrind(build, "bench_builds.py", "plain-one", how, "1000", str(n)) for n in (1, 4)
+        )
+        return (four - one) / 3 / 2000
+
+    jobs = [
+        (build, how)
+        for _ in range(args.callgrind_runs)
+        for build in BUILDS
+        for how in (*PLAIN_SETUPS, *HOLD_SETUPS)
+    ]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        counted = list(pool.map(lambda job: per_span(*job), jobs))
     for build in BUILDS:
-        per_span = {}
-        for how in (*PLAIN_SETUPS, *HOLD_SETUPS):
-            one, four = (
-                _callgrind(build, "bench_builds.py", "plain-one", how, "1000", str(n))
-                for n in (1, 4)
+        runs = {
+            how: sorted(
+                v for (b, h), v in zip(jobs, counted, strict=True) if (b, h) == (build, how)
             )
-            per_span[how] = (four - one) / 3 / 2000
-        adds = (per_span["loopwatch"] - per_span["none"]) / (per_span["batch"] - per_span["none"])
-        report[build]["instructions_per_span"] = {k: round(v) for k, v in per_span.items()}
+            for how in (*PLAIN_SETUPS, *HOLD_SETUPS)
+        }
+        median = {how: med(v) for how, v in runs.items()}
+        adds = (median["loopwatch"] - median["none"]) / (median["batch"] - median["none"])
+        report[build]["instructions_per_span"] = {k: round(v) for k, v in median.items()}
+        report[build]["instructions_per_span_runs"] = {
+            k: [round(x) for x in v] for k, v in runs.items()
+        }
         report[build]["instructions_adds_over_batch_adds"] = round(adds, 3)
+        spread = ", ".join(
+            f"{how} {v[0]:,.0f}-{v[-1]:,.0f}" for how, v in runs.items() if how in PLAIN_SETUPS
+        )
         print(
-            f"plain {build:<9} instructions a span: no processor {per_span['none']:,.0f}, Batch "
-            f"{per_span['batch']:,.0f}, loopwatch {per_span['loopwatch']:,.0f}: loopwatch adds "
-            f"{adds:.3f}x what Batch adds",
+            f"plain {build:<9} instructions a span (median of {args.callgrind_runs}): no processor "
+            f"{median['none']:,.0f}, Batch {median['batch']:,.0f}, loopwatch "
+            f"{median['loopwatch']:,.0f}: loopwatch adds {adds:.3f}x what Batch adds "
+            f"(runs: {spread})",
             flush=True,
         )
         print(
             f"plain {build:<9} instructions a span added by holding each finished span until "
-            f"the flush: {per_span['hold'] - per_span['none']:,.0f}; by reading its ids and "
-            f"times in on_end and holding those: {per_span['read'] - per_span['none']:,.0f}",
+            f"the flush: {median['hold'] - median['none']:,.0f}; by reading its ids and "
+            f"times in on_end and holding those: {median['read'] - median['none']:,.0f}",
             flush=True,
         )
     report["goal_adds"] = 1.0
@@ -689,6 +715,12 @@ def main() -> int:
         type=lambda s: [int(n) for n in s.split(",")],
         default=[],
         help="plain: also loopwatch with its worker woken at each of these queued items",
+    )
+    parser.add_argument(
+        "--callgrind-runs",
+        type=int,
+        default=3,
+        help="plain: callgrind runs of each setup (the median counts)",
     )
     parser.add_argument("--stream", choices=["mix", "histories"], default="mix")
     parser.add_argument("--turns", type=int, default=300, help="service: turns before copying")

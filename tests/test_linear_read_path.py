@@ -117,19 +117,11 @@ def _candidates(pattern: re.Pattern[str]) -> list[Callable[[int], str]]:
 _clock = time.thread_time
 
 
-def _cost(fn: Callable[[str], object], text: str, rounds: int = 3) -> float:
-    """Least of ``rounds`` samples (noise only adds); each repeats ``fn`` for ~2 ms."""
+def _repeats(fn: Callable[[str], object], text: str) -> int:
+    """How many calls of ``fn`` take ~2 ms."""
     start = _clock()
     fn(text)
-    once = _clock() - start
-    repeat = max(1, int(0.002 / max(once, 1e-6)))
-    best = float("inf")
-    for _ in range(rounds):
-        start = _clock()
-        for _ in range(repeat):
-            fn(text)
-        best = min(best, (_clock() - start) / repeat)
-    return max(best, 1e-9)
+    return max(1, int(0.002 / max(_clock() - start, 1e-6)))
 
 
 def _once(fn: Callable[[str], object], text: str) -> float:
@@ -141,9 +133,19 @@ def _once(fn: Callable[[str], object], text: str) -> float:
     return (middle - start) / max(time.perf_counter() - middle, 1e-7)
 
 
-def _ratio(fn: Callable[[str], object], text: str) -> float:
-    """Cost of ``fn`` over the cost of one linear pass over the same text."""
-    return _cost(fn, text) / _cost(_LINEAR.match, text)
+def _ratio(fn: Callable[[str], object], text: str, rounds: int = 3) -> float:
+    """Cost of ``fn`` over the cost of one linear pass over the same text: the least of
+    ``rounds`` samples of each (noise only adds), the two taking turns so that a slow moment of
+    the machine does not fall on one of them only."""
+    repeats = (_repeats(fn, text), _repeats(_LINEAR.match, text))
+    best = [float("inf"), float("inf")]
+    for _ in range(rounds):
+        for i, call in enumerate((fn, _LINEAR.match)):
+            start = _clock()
+            for _ in range(repeats[i]):
+                call(text)
+            best[i] = min(best[i], (_clock() - start) / repeats[i])
+    return max(best[0], 1e-9) / max(best[1], 1e-9)
 
 
 def _growth(
