@@ -5,7 +5,9 @@
 Reports medians over interleaved rounds and their ratio (the machine is shared and noisy, so
 absolute times drift; the ratio is the figure). Three numbers per span kind:
 - on_end: what the agent's thread pays (goal: tool <= 1.0x, other <= 0.25x of Batch's);
-  on_start+on_end is shown too, since loopwatch's on_start queues the span (Batch's does nothing)
+  on_start+on_end is shown too, since loopwatch's on_start queues the span's ids, name and
+  attributes (Batch's does nothing). These replay finished spans, cold in the CPU's caches by
+  then; the last line times on_start as the SDK calls it, on each span it has just written.
 - worker: what loopwatch's background thread then spends reading and assembling the span
 - total: both, against BatchSpanProcessor.on_end (loopwatch does far more work; it just does it
   off the agent's thread). The "all" row is the realistic stream: every span in end order, so
@@ -15,12 +17,14 @@ absolute times drift; the ratio is the figure). Three numbers per span kind:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
 
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
     SimpleSpanProcessor,
@@ -28,6 +32,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
 from loopwatch import LoopwatchSpanProcessor
@@ -49,15 +54,10 @@ class NullExporter(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
-def make_spans(turns: int, seed: int) -> tuple[list[ReadableSpan], list[ReadableSpan]]:
-    """Real SDK spans of a realistic mix (three conventions), split into tool and other."""
+def _emit_turns(tracer: Tracer, turns: int, seed: int) -> None:
     import random
 
     rng = random.Random(seed)
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracer = provider.get_tracer("bench")
     t = 10**18
     for i in range(turns):
         convention = CONVENTIONS[i % 3]
@@ -72,10 +72,45 @@ def make_spans(turns: int, seed: int) -> tuple[list[ReadableSpan], list[Readable
             else healthy(rng, "m")
         )
         t = emit_turn(tracer, turn, t, convention)
+
+
+def make_spans(turns: int, seed: int) -> tuple[list[ReadableSpan], list[ReadableSpan]]:
+    """Real SDK spans of a realistic mix (three conventions), split into tool and other."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    _emit_turns(provider.get_tracer("bench"), turns, seed)
     spans = list(memory.get_finished_spans())
     tools = [s for s in spans if is_tool_span(span_view(s))]
     others = [s for s in spans if not is_tool_span(span_view(s))]
     return tools, others
+
+
+class _TimedStarts(SpanProcessor):
+    """Times ``inner.on_start`` as the SDK calls it, on the span it has just written (in the
+    CPU's caches, as in an agent; the finished spans per_span_ns replays are not)."""
+
+    def __init__(self, inner: SpanProcessor) -> None:
+        self.inner = inner
+        self.ns = 0
+        self.calls = 0
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        started = time.perf_counter_ns()
+        self.inner.on_start(span, parent_context)
+        self.ns += time.perf_counter_ns() - started
+        self.calls += 1
+
+
+def live_start_ns(inner: SpanProcessor, turns: int, seed: int) -> float:
+    """``inner.on_start``'s time a span as the spans of ``turns`` start (timer included)."""
+    timed = _TimedStarts(inner)
+    provider = TracerProvider()
+    provider.add_span_processor(timed)
+    lock = getattr(inner, "_lock", None)  # loopwatch's worker waits: only on_start is timed
+    with lock if lock is not None else contextlib.nullcontext():
+        _emit_turns(provider.get_tracer("bench"), turns, seed)
+    return timed.ns / timed.calls
 
 
 def per_span_ns(fn: Callable[[ReadableSpan], None], spans: list[ReadableSpan]) -> float:
@@ -105,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     results: dict[str, dict[str, list[float]]] = {}
+    live: dict[str, list[float]] = {}
     for r in range(args.rounds):
         tools, others = make_spans(args.turns, seed=r)  # fresh span ids every round
         mixed = sorted(tools + others, key=lambda s: s.end_time or 0)  # as the agent ends them
@@ -126,6 +162,19 @@ def main(argv: list[str] | None = None) -> int:
             batch.shutdown()
             loop.shutdown()
             res["worker"].append(worker_ns(spans))
+        # on_start as spans start, each call timed, beside the timer alone (a no-op on_start)
+        live_setups: list[tuple[str, Callable[[], SpanProcessor]]] = [
+            ("timer", SpanProcessor),
+            ("batch", lambda: BatchSpanProcessor(NullExporter(), max_queue_size=10**6)),
+            (
+                "loopwatch",
+                lambda: LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry()),
+            ),
+        ]
+        for name, make in live_setups if r % 2 else live_setups[::-1]:
+            processor = make()
+            live.setdefault(name, []).append(live_start_ns(processor, args.turns, seed=r))
+            processor.shutdown()
         print(f"  round {r + 1}/{args.rounds}", file=sys.stderr)
 
     print(f"spans per round: tool {len(tools)}, other {len(others)}; rounds {args.rounds}")
@@ -141,6 +190,16 @@ def main(argv: list[str] | None = None) -> int:
             f"{kind:<6} {b:>10.0f} ns {o:>14.0f} ns {o / b:>5.2f}x {goal:>4.2f}x"
             f" {(os_ + o) / (bs + b):>15.2f}x {w:>7.0f} ns {(os_ + o + w) / (bs + b):>24.1f}x"
         )
+    timer, batch_start, loop_start = (
+        statistics.median(live[k]) for k in ("timer", "batch", "loopwatch")
+    )
+    b, o = (statistics.median(results["all"][k]) for k in ("batch", "on_end"))
+    added = (max(loop_start - timer, 0.0), max(batch_start - timer, 0.0))
+    print(
+        f"on_start as spans start (each call timed; the timer alone {timer:.0f} ns, taken off): "
+        f"Batch {added[1]:.0f} ns, loopwatch {added[0]:.0f} ns; with on_end (all): "
+        f"{(added[0] + o) / (added[1] + b):.2f}x Batch's"
+    )
     return 0
 
 
