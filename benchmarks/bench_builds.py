@@ -29,9 +29,9 @@ plain: process CPU (every thread) per plain web span (an HTTP server span with a
   each ending with a flush. "adds" is a setup's cost over no processor's in the same round,
   the median over the rounds. Goal: loopwatch adds at most what BatchSpanProcessor adds (<=
   1.0x). The same in instructions too (callgrind, every thread; each setup alone, one and four
-  segments; ``--callgrind-runs`` times each, the median), beside two references: a processor that only holds each finished span until the
-  flush, and one that reads each span's ids and times in on_end and holds only those (the
-  garbage collector's share).
+  segments; ``--callgrind-runs`` times each, the median), beside two references: a processor
+  that only holds each finished span until the flush, and one that reads each span's ids and
+  times in on_end and holds only those (the garbage collector's share).
   ``--wake N,...`` adds loopwatch with its worker woken at N queued starts and ends, in the same
   rounds (to compare wakes).
 service: bench_service.py rate's pre-encoded requests (two driver processes) over gRPC and
