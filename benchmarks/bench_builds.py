@@ -27,11 +27,13 @@ plain: process CPU (every thread) per plain web span (an HTTP server span with a
   own (the garbage collector is the process's: in one process, a collection one setup's held
   spans bring on may land in another's turn), the processes interleaved (ABCCBA...), segments
   each ending with a flush. "adds" is a setup's cost over no processor's in the same round,
-  the median over the rounds. Goal: loopwatch adds at most what BatchSpanProcessor adds (<=
-  1.0x). The same in instructions too (callgrind, every thread; each setup alone, one and four
-  segments; ``--callgrind-runs`` times each, the median), beside two references: a processor
-  that only holds each finished span until the flush, and one that reads each span's ids and
-  times in on_end and holds only those (the garbage collector's share).
+  the median over the rounds; beside it, the collections of each generation of the garbage
+  collector over a process's segments. Goal: loopwatch adds at most what BatchSpanProcessor
+  adds (<= 1.0x). The same in instructions too (callgrind, every thread; each setup alone,
+  one and four segments; ``--callgrind-runs`` times each, the median; 0: none), beside two
+  references: a processor that only holds each finished span until the flush, and one that
+  reads each span's ids and times in on_end and holds only those (the garbage collector's
+  share).
   ``--wake N,...`` adds loopwatch with its worker woken at N queued starts and ends, in the same
   rounds (to compare wakes).
 service: bench_service.py rate's pre-encoded requests (two driver processes) over gRPC and
@@ -50,6 +52,7 @@ profile: profile_service.py's sampling profile (py-spy, C frames included) of ea
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -298,13 +301,25 @@ def child_plain(how: str, requests: int, segments: int) -> dict[str, Any]:
     tracer = p.get_tracer("plain")
     emit_plain(tracer, 50)  # warm: first spans, the worker's first batch
     p.force_flush()
+    collections = [0, 0, 0]  # by generation, over the segments
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop":
+            collections[info["generation"]] += 1
+
+    gc.callbacks.append(count)
     started = time.process_time()
     for _ in range(segments):
         emit_plain(tracer, requests)
         p.force_flush()  # the spans it queued are part of its cost
     cpu = time.process_time() - started
+    gc.callbacks.remove(count)
     p.shutdown()
-    return {"build": compiled.describe(), "us": cpu / (2 * requests * segments) * 1e6}
+    return {
+        "build": compiled.describe(),
+        "us": cpu / (2 * requests * segments) * 1e6,
+        "collections": collections,
+    }
 
 
 def plain(args: argparse.Namespace) -> dict[str, Any]:
@@ -347,6 +362,19 @@ def plain(args: argparse.Namespace) -> dict[str, Any]:
             "us_per_span_by_round": {how: [round(v, 2) for v in vs] for how, vs in runs.items()},
             "loopwatch_over_batch_total": round(over["loopwatch"] / over["batch"], 3),
         }
+        # the collector's collections of each generation over a process's segments, the
+        # range over the rounds
+        for how in (*PLAIN_SETUPS, *wakes):
+            counts = [x["collections"] for x in rows[f"{build}/{how}"]]
+            report[build][f"{how}_collections"] = counts
+            spread = " / ".join(
+                f"{min(c[g] for c in counts)}-{max(c[g] for c in counts)}" for g in range(3)
+            )
+            print(
+                f"plain {build:<9} {how}: collections of generations 0 / 1 / 2 over "
+                f"{2 * args.requests * PLAIN_SEGMENTS:,} spans: {spread}",
+                flush=True,
+            )
         x = report[build]
         print(
             f"plain {build:<9} per span: no processor {us['none']:.2f} us, Batch "
@@ -375,6 +403,9 @@ def plain(args: argparse.Namespace) -> dict[str, Any]:
         )
         return (four - one) / 3 / 2000
 
+    report["goal_adds"] = 1.0
+    if args.callgrind_runs < 1:
+        return report
     jobs = [
         (build, how)
         for _ in range(args.callgrind_runs)
@@ -413,7 +444,6 @@ def plain(args: argparse.Namespace) -> dict[str, Any]:
             f"times in on_end and holding those: {median['read'] - median['none']:,.0f}",
             flush=True,
         )
-    report["goal_adds"] = 1.0
     return report
 
 
@@ -720,7 +750,7 @@ def main() -> int:
         "--callgrind-runs",
         type=int,
         default=3,
-        help="plain: callgrind runs of each setup (the median counts)",
+        help="plain: callgrind runs of each setup (the median counts; 0: none)",
     )
     parser.add_argument("--stream", choices=["mix", "histories"], default="mix")
     parser.add_argument("--turns", type=int, default=300, help="service: turns before copying")
