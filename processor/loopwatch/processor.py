@@ -120,7 +120,8 @@ class LoopwatchSpanProcessor(SpanProcessor):
         # of a Python object, with its arguments parsed)
         self._fields = read is FAST
         # the class whose starts on_start reads into StartFields, where the field reader is
-        # used; any other class's start is queued as a 1-tuple of the span
+        # used: the first started span's, the SDK's in an agent (an identity test per start,
+        # not a lookup); any other class's start is queued as a 1-tuple of the span
         self._start_class: type | None = None
         self._queue: deque[ReadableSpan | tuple[Span] | StartFields] = deque()
         self._limit = self.config.queue_spans
