@@ -6,6 +6,7 @@ corrupt file named; without the zstandard package, a message that says what to i
 
 from __future__ import annotations
 
+import io
 import random
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from loopwatch.cli import main
+from loopwatch.history import compressed
 from tests.replay_support import (
     batches,
     collector_json_line,
@@ -112,6 +114,17 @@ def test_a_cut_short_zstd_file_is_read_up_to_the_cut(
     code, _, err = _replay(capsys, str(path))
     assert code == 0
     assert f"{path}: compressed data is truncated (read up to the cut)" in err
+
+
+def test_a_frame_that_ends_where_a_piece_ends_is_followed_by_the_next() -> None:
+    """A stream is decompressed a piece at a time; a frame that ends exactly at a piece's end
+    is followed by a new decompressor (zstandard's cannot be used again once its frame ends)."""
+    first, second = (_compressor().compress(text) for text in (b"a" * 5000, b"b" * 3000))
+    stream = compressed.Decompressing(
+        io.BytesIO(first + second), zstandard.ZstdDecompressor().decompressobj, len(first)
+    )
+    assert stream.read() == b"a" * 5000 + b"b" * 3000
+    assert not stream.truncated
 
 
 def test_a_corrupt_zstd_frame_is_named(

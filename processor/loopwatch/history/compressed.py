@@ -50,8 +50,8 @@ class Decompressing(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         while self._at >= len(self._out):
             chunk = self._d.unused_data or self.inner.read(self._piece)
-            if self._d.unused_data:
-                self._d = self._new()  # the next member
+            if self._d.eof:  # the next member: in what followed this one, or where a piece ends
+                self._d = self._new()
             if not chunk:
                 if self._started and not self._d.eof:
                     self.truncated = True
