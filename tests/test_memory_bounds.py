@@ -155,15 +155,69 @@ def test_a_started_span_is_not_held_past_its_end() -> None:
     from tests.helpers import Pipeline
 
     p = Pipeline()
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}
     with p.processor._lock:  # the worker waits: the start and the end stay queued
-        span = p.tracer.start_span("SELECT orders", attributes={"db.system": "postgresql"})
+        span = p.tracer.start_span("execute_tool lookup", attributes=tool)
         started = weakref.ref(span)
         span.end()
         del span
         gc.collect()
         assert started() is None
         assert len(p.processor._queue) == 2
-    assert p.value("loopwatch_spans_total", kind="other") == 1
+    assert p.value("loopwatch_tool_calls_total") == 1
+    p.close()
+
+
+def test_only_starts_that_may_matter_are_queued_and_followed_until_they_end() -> None:
+    """A plain span's start is not queued unless it starts under a GenAI span (its end always
+    is); the ids followed for that are let go as their spans end."""
+    from opentelemetry import trace
+
+    from tests.helpers import Pipeline
+
+    p = Pipeline()
+    queue, watched = p.processor._queue, p.processor._watched
+    agent_attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}
+    with p.processor._lock:
+        request = p.tracer.start_span("GET /orders", attributes={"http.method": "GET"})
+        with trace.use_span(request, end_on_exit=False):
+            p.tracer.start_span("SELECT orders", attributes={"db.system": "postgresql"}).end()
+            assert len(queue) == 1  # the query's end only
+            agent = p.tracer.start_span("invoke_agent a", attributes=agent_attributes)
+            with trace.use_span(agent, end_on_exit=False):
+                fetch = p.tracer.start_span("GET", attributes={"http.method": "GET"})
+                assert len(queue) == 3  # and the agent's start, and the fetch's under it
+                assert watched == {agent.context.span_id, fetch.context.span_id}
+                fetch.end()
+            agent.end()
+        request.end()
+        assert watched == set()
+        assert len(queue) == 6
+    assert p.value("loopwatch_turns_total") == 1
+    assert p.value("loopwatch_spans_total", kind="other") == 3
+    p.close()
+
+
+def test_past_its_bound_of_open_spans_every_start_is_queued() -> None:
+    """Spans that never end fill the set of followed ids; from then on every start is queued
+    (the worker tests each), none is lost."""
+    from loopwatch import processor as module
+    from tests.helpers import Pipeline
+
+    p = Pipeline()
+    bound = module._WATCHED
+    p.processor._watched.update(range(1, bound + 1))  # as many open GenAI spans
+    queue = p.processor._queue
+    with p.processor._lock:
+        p.tracer.start_span("SELECT 1", attributes={"db.system": "postgresql"}).end()
+        assert len(queue) == 1  # still not queued: nothing more to follow yet
+        agent = p.tracer.start_span("invoke_agent a", attributes={"gen_ai.agent.name": "a"})
+        assert len(queue) == 2 and p.processor._unwatched
+        assert len(p.processor._watched) == bound
+        p.tracer.start_span("SELECT 2", attributes={"db.system": "postgresql"}).end()
+        assert len(queue) == 4
+        agent.end()
+    assert p.value("loopwatch_turns_total") == 1
     p.close()
 
 

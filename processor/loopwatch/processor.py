@@ -75,6 +75,7 @@ _BATCH: Final = 1024  # queued starts and ends
 # 1,000 spans/s, and the agent kept 0.78 of its work at 5,000 spans/s rather than 0.84.
 _CHUNK: Final = 256
 _SWEEP_SECONDS = 1.0
+_WATCHED: Final = 65_536  # open spans on_start follows (see _watched), about 4 MB at most
 Plain = tuple[int, int, int | None, Resource | None, ReadableSpan]
 
 
@@ -83,6 +84,14 @@ def span_view(span: ReadableSpan, service: str | None = None) -> SpanView:
     read = span_reader()
     *_, attributes, resource = read.end(span)
     return read.view(span, attributes, service_of(resource) if service is None else service)
+
+
+def _may_be_genai(name: Any, attributes: Any) -> bool:
+    """may_be_genai on an SDK Span's start fields; True for what only the worker reads."""
+    inner = getattr(attributes, "_dict", None)
+    if type(name) is not str or type(inner) is not dict:
+        return True
+    return may_be_genai(name, inner, ended=False)
 
 
 # public: applications and tests subclass it in Python
@@ -124,6 +133,13 @@ class LoopwatchSpanProcessor(SpanProcessor):
         # not a lookup); any other class's start is queued as a 1-tuple of the span
         self._start_class: type | None = None
         self._queue: deque[ReadableSpan | tuple[Span] | StartFields] = deque()
+        # Ids of the open spans whose starts on_start queued: those that may be GenAI spans and
+        # those started under one. Any other start is not queued: the worker would only have
+        # tested it for markers, as on_start just did (a plain web span's start and end cost the
+        # worker as much as BatchSpanProcessor's whole export). Past _WATCHED open spans (spans
+        # that never end), every start is queued from then on.
+        self._watched: set[int] = set()
+        self._unwatched = False
         self._limit = self.config.queue_spans
         self._batch = min(_BATCH, self._limit // 2)
         # one entry per span dropped at the queue bound; deque.append is atomic under the GIL
@@ -160,9 +176,22 @@ class LoopwatchSpanProcessor(SpanProcessor):
                 # meets it (with every start held so, a plain web span brought on 1.2x the
                 # young collections that BatchSpanProcessor does)
                 try:
+                    ctx, parent = span._context, span._parent
                     name = getattr(span, "_name")  # noqa: B009 (untyped: see sdk_fields)
-                    start = (span._context, span._parent, name, span._attributes)
-                except AttributeError:  # a subclass that lacks one
+                    attributes = span._attributes
+                    watched = self._watched
+                    if (
+                        not self._unwatched
+                        and (parent is None or parent[1] not in watched)
+                        and not _may_be_genai(name, attributes)
+                    ):
+                        return  # a plain span outside any GenAI span: its start tells nothing
+                    if len(watched) < _WATCHED:
+                        watched.add(ctx[1])  # type: ignore[index]  # None: caught below
+                    else:
+                        self._unwatched = True
+                    start = (ctx, parent, name, attributes)
+                except Exception:  # a subclass that lacks a field, or an odd one
                     start = (span,)
             else:
                 start = (span,)
@@ -171,6 +200,13 @@ class LoopwatchSpanProcessor(SpanProcessor):
                 self._wake.set()
 
     def on_end(self, span: ReadableSpan) -> None:
+        watched = self._watched
+        if watched:  # GenAI spans are open, and this may be one of them
+            # not contextlib.suppress: compiled, that is a Python object and two calls a span
+            try:  # noqa: SIM105
+                watched.discard(span._context[1])  # type: ignore[index]
+            except Exception:  # a span without the SDK's context field: its id stays
+                pass
         queued = len(self._queue)
         if queued < self._limit:
             self._queue.append(span)
