@@ -35,7 +35,7 @@ plain: process CPU (every thread) per plain web span (an HTTP server span with a
   reads each span's ids and times in on_end and holds only those (the garbage collector's
   share).
   ``--wake N,...`` adds loopwatch with its worker woken at N queued starts and ends, in the same
-  rounds (to compare wakes).
+  rounds and instruction runs (to compare wakes).
 service: bench_service.py rate's pre-encoded requests (two driver processes) over gRPC and
   HTTP into ``loopwatch serve`` of each build: spans per CPU-second of the service. Every
   round also times protobuf's decode-only rate of the rate stream's requests here, per
@@ -410,7 +410,7 @@ def plain(args: argparse.Namespace) -> dict[str, Any]:
         (build, how)
         for _ in range(args.callgrind_runs)
         for build in BUILDS
-        for how in (*PLAIN_SETUPS, *HOLD_SETUPS)
+        for how in (*PLAIN_SETUPS, *HOLD_SETUPS, *wakes)
     ]
     with ThreadPoolExecutor(max_workers=2) as pool:
         counted = list(pool.map(lambda job: per_span(*job), jobs))
@@ -419,7 +419,7 @@ def plain(args: argparse.Namespace) -> dict[str, Any]:
             how: sorted(
                 v for (b, h), v in zip(jobs, counted, strict=True) if (b, h) == (build, how)
             )
-            for how in (*PLAIN_SETUPS, *HOLD_SETUPS)
+            for how in (*PLAIN_SETUPS, *HOLD_SETUPS, *wakes)
         }
         median = {how: med(v) for how, v in runs.items()}
         adds = (median["loopwatch"] - median["none"]) / (median["batch"] - median["none"])
@@ -444,6 +444,14 @@ def plain(args: argparse.Namespace) -> dict[str, Any]:
             f"times in on_end and holding those: {median['read'] - median['none']:,.0f}",
             flush=True,
         )
+        for how in wakes:
+            woken = (median[how] - median["none"]) / (median["batch"] - median["none"])
+            report[build][f"{how}_instructions_adds_over_batch_adds"] = round(woken, 3)
+            print(
+                f"plain {build:<9} {how}: adds {woken:.3f}x the instructions Batch adds "
+                f"(runs {runs[how][0]:,.0f}-{runs[how][-1]:,.0f})",
+                flush=True,
+            )
     return report
 
 

@@ -155,65 +155,70 @@ def test_a_started_span_is_not_held_past_its_end() -> None:
     from tests.helpers import Pipeline
 
     p = Pipeline()
-    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}
     with p.processor._lock:  # the worker waits: the start and the end stay queued
-        span = p.tracer.start_span("execute_tool lookup", attributes=tool)
+        span = p.tracer.start_span("invoke_agent a", attributes=agent)
         started = weakref.ref(span)
         span.end()
         del span
         gc.collect()
         assert started() is None
         assert len(p.processor._queue) == 2
-    assert p.value("loopwatch_tool_calls_total") == 1
+    assert p.value("loopwatch_turns_total") == 1
     p.close()
 
 
-def test_only_starts_that_may_matter_are_queued_and_followed_until_they_end() -> None:
-    """A plain span's start is not queued unless it starts under a GenAI span (its end always
-    is); the ids followed for that are let go as their spans end."""
+def test_only_starts_in_traces_with_a_turn_span_are_queued_until_their_root_ends() -> None:
+    """A start is queued only once a span that may be a turn span has started in its trace
+    (every end is); the worker lets the trace go when it takes its local root's end."""
     from opentelemetry import trace
 
     from tests.helpers import Pipeline
 
     p = Pipeline()
-    queue, watched = p.processor._queue, p.processor._watched
+    queue, traces = p.processor._queue, p.processor._turn_traces
     agent_attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}
     with p.processor._lock:
         request = p.tracer.start_span("GET /orders", attributes={"http.method": "GET"})
         with trace.use_span(request, end_on_exit=False):
             p.tracer.start_span("SELECT orders", attributes={"db.system": "postgresql"}).end()
             assert len(queue) == 1  # the query's end only
+            chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
+            p.tracer.start_span("chat m", attributes=chat).end()
+            assert len(queue) == 2  # a model call is not a turn span: its end only
             agent = p.tracer.start_span("invoke_agent a", attributes=agent_attributes)
+            assert traces == {request.context.trace_id}
             with trace.use_span(agent, end_on_exit=False):
-                fetch = p.tracer.start_span("GET", attributes={"http.method": "GET"})
-                assert len(queue) == 3  # and the agent's start, and the fetch's under it
-                assert watched == {agent.context.span_id, fetch.context.span_id}
-                fetch.end()
+                p.tracer.start_span("GET", attributes={"http.method": "GET"}).end()
+                assert len(queue) == 5  # the agent's start, the fetch's start and end
             agent.end()
+            p.tracer.start_span("UPDATE orders", attributes={"db.system": "postgresql"}).end()
+            assert len(queue) == 8  # a start after the turn, in the same trace, too
         request.end()
-        assert watched == set()
-        assert len(queue) == 6
+        assert traces == {request.context.trace_id}  # until the worker has taken the root
     assert p.value("loopwatch_turns_total") == 1
-    assert p.value("loopwatch_spans_total", kind="other") == 3
+    assert traces == set()
+    assert p.value("loopwatch_spans_total", kind="other") == 4
+    assert p.value("loopwatch_spans_total", kind="llm") == 1
     p.close()
 
 
-def test_past_its_bound_of_open_spans_every_start_is_queued() -> None:
-    """Spans that never end fill the set of followed ids; from then on every start is queued
-    (the worker tests each), none is lost."""
+def test_past_its_bound_of_traces_every_start_is_queued() -> None:
+    """Local roots that never end fill the set of traces followed; from then on every start is
+    queued (the worker tests each), none is lost."""
     from loopwatch import processor as module
     from tests.helpers import Pipeline
 
     p = Pipeline()
-    bound = module._WATCHED
-    p.processor._watched.update(range(1, bound + 1))  # as many open GenAI spans
+    bound = module._TURN_TRACES
+    p.processor._turn_traces.update(range(1, bound + 1))  # as many open traces with turns
     queue = p.processor._queue
     with p.processor._lock:
         p.tracer.start_span("SELECT 1", attributes={"db.system": "postgresql"}).end()
         assert len(queue) == 1  # still not queued: nothing more to follow yet
         agent = p.tracer.start_span("invoke_agent a", attributes={"gen_ai.agent.name": "a"})
-        assert len(queue) == 2 and p.processor._unwatched
-        assert len(p.processor._watched) == bound
+        assert len(queue) == 2 and p.processor._every_start
+        assert len(p.processor._turn_traces) == bound
         p.tracer.start_span("SELECT 2", attributes={"db.system": "postgresql"}).end()
         assert len(queue) == 4
         agent.end()

@@ -1,6 +1,7 @@
 """The shortcuts of the read path never change what it reads: the service skips attributes by
 prefix (conventions.read.UNREAD_PREFIXES) and the processor skips spans by their keys and name
-(may_be_genai); every convention test's span and every benchmark span is checked against both."""
+(may_be_genai; at their start, may_be_turn); every convention test's span and every benchmark
+span is checked against them."""
 
 from __future__ import annotations
 
@@ -11,8 +12,14 @@ import pytest
 
 import tests.test_conventions as conventions
 from benchmarks.streams import STREAMS, record
-from loopwatch.conventions.read import UNREAD_PREFIXES, may_be_genai, read_span
-from loopwatch.core.records import Link
+from loopwatch.conventions.read import (
+    UNREAD_PREFIXES,
+    is_turn_span,
+    may_be_genai,
+    may_be_turn,
+    read_span,
+)
+from loopwatch.core.records import Link, TurnMark
 from loopwatch.core.spans import SpanView
 from loopwatch.processor import span_view
 
@@ -66,6 +73,7 @@ def test_no_attribute_read_is_skipped_and_no_genai_span_is_taken_for_plain(sourc
     assert len(views) > (60 if source == "conventions" else 1000)
     asked: set[str] = set()
     kinds = set()
+    turns = 0
     for view in views:
         attributes = Recording(view.attributes)
         attributes.asked = asked
@@ -73,7 +81,11 @@ def test_no_attribute_read_is_skipped_and_no_genai_span_is_taken_for_plain(sourc
         kinds.add(type(record_).__name__)
         if not isinstance(record_, Link):
             assert may_be_genai(view.name, view.attributes), view
+        if isinstance(record_, TurnMark) or is_turn_span(view.name, view.attributes):
+            turns += 1
+            assert may_be_turn(view.name, dict(view.attributes)), view
     assert {"ToolCall", "TurnMark"} <= kinds
+    assert turns >= 5
     assert source == "conventions" or "LlmMark" in kinds
     skipped = sorted(k for k in asked if k.startswith(UNREAD_PREFIXES))
     assert skipped == []

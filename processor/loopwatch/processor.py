@@ -19,7 +19,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from prometheus_client import CollectorRegistry
 
-from loopwatch.conventions.read import is_turn_span, may_be_genai, read_span
+from loopwatch.conventions.read import is_turn_span, may_be_genai, may_be_turn, read_span
 from loopwatch.core.assembler import DROP_ERROR, DROP_QUEUE_FULL, TurnAssembler
 from loopwatch.core.config import Config, load_config
 from loopwatch.core.records import KIND_OTHER, Link, Record, kind_of
@@ -60,12 +60,13 @@ log = logging.getLogger("loopwatch")
 # The worker wakes once a second, or as soon as the queue holds a batch: each wake starts on
 # caches the agent has since filled (with them flushed between batches, a span cost 1.15x as
 # much in batches of 100 spans, what a 0.1 s wake gives at 1,000 spans/s, as in batches of 500
-# or more). A batch is about 512 spans, where BatchSpanProcessor wakes too: a span held longer
-# outlives the garbage collector's young generations, and each one moved to the oldest costs a
-# share of a full collection (woken at 2,048 spans, loopwatch added 1.4x the process CPU to a
-# plain web span that it adds now).
+# or more). A batch is 512 queued items: 512 plain spans (their starts are not queued), where
+# BatchSpanProcessor wakes too, or about 256 spans of an agent's turns (starts and ends). A span
+# held longer outlives the garbage collector's young generations, and each one moved to the
+# oldest costs a share of a full collection (woken at 2,048 spans, loopwatch added 1.4x the
+# process CPU to a plain web span; at 1,024, 2% more young collections than at 512).
 _POLL_SECONDS = 1.0
-_BATCH: Final = 1024  # queued starts and ends
+_BATCH: Final = 512  # queued starts and ends
 # The worker reads a chunk of the queue into records, then hands them to the assembler, then
 # publishes the turns they completed: each stage over many spans at once, with its code warm in
 # the CPU's caches (done span by span, the same work cost 1.4x as much, measured with
@@ -75,7 +76,7 @@ _BATCH: Final = 1024  # queued starts and ends
 # 1,000 spans/s, and the agent kept 0.78 of its work at 5,000 spans/s rather than 0.84.
 _CHUNK: Final = 256
 _SWEEP_SECONDS = 1.0
-_WATCHED: Final = 65_536  # open spans on_start follows (see _watched), about 4 MB at most
+_TURN_TRACES: Final = 65_536  # traces on_start follows (see _turn_traces), about 6 MB at most
 Plain = tuple[int, int, int | None, Resource | None, ReadableSpan]
 
 
@@ -86,12 +87,12 @@ def span_view(span: ReadableSpan, service: str | None = None) -> SpanView:
     return read.view(span, attributes, service_of(resource) if service is None else service)
 
 
-def _may_be_genai(name: Any, attributes: Any) -> bool:
-    """may_be_genai on an SDK Span's start fields; True for what only the worker reads."""
+def _may_be_turn(name: Any, attributes: Any) -> bool:
+    """may_be_turn on an SDK Span's start fields; True for what only the worker reads."""
     inner = getattr(attributes, "_dict", None)
     if type(name) is not str or type(inner) is not dict:
         return True
-    return may_be_genai(name, inner, ended=False)
+    return may_be_turn(name, inner)
 
 
 # public: applications and tests subclass it in Python
@@ -133,13 +134,14 @@ class LoopwatchSpanProcessor(SpanProcessor):
         # not a lookup); any other class's start is queued as a 1-tuple of the span
         self._start_class: type | None = None
         self._queue: deque[ReadableSpan | tuple[Span] | StartFields] = deque()
-        # Ids of the open spans whose starts on_start queued: those that may be GenAI spans and
-        # those started under one. Any other start is not queued: the worker would only have
-        # tested it for markers, as on_start just did (a plain web span's start and end cost the
-        # worker as much as BatchSpanProcessor's whole export). Past _WATCHED open spans (spans
-        # that never end), every start is queued from then on.
-        self._watched: set[int] = set()
-        self._unwatched = False
+        # Ids of the traces in which a span that may be a turn span has started, until the
+        # worker takes their local root's end: on_start queues every start in them, and in no
+        # other trace (the worker would only test such a start, as on_start just did; a plain
+        # web span's start and end cost the worker as much as BatchSpanProcessor's whole
+        # export). A trace id, not the spans': one lookup a start, none at the end, on the
+        # agent's thread. Past _TURN_TRACES (local roots that never end), every start is queued.
+        self._turn_traces: set[int] = set()
+        self._every_start = False
         self._limit = self.config.queue_spans
         self._batch = min(_BATCH, self._limit // 2)
         # one entry per span dropped at the queue bound; deque.append is atomic under the GIL
@@ -179,17 +181,15 @@ class LoopwatchSpanProcessor(SpanProcessor):
                     ctx, parent = span._context, span._parent
                     name = getattr(span, "_name")  # noqa: B009 (untyped: see sdk_fields)
                     attributes = span._attributes
-                    watched = self._watched
-                    if (
-                        not self._unwatched
-                        and (parent is None or parent[1] not in watched)
-                        and not _may_be_genai(name, attributes)
-                    ):
-                        return  # a plain span outside any GenAI span: its start tells nothing
-                    if len(watched) < _WATCHED:
-                        watched.add(ctx[1])  # type: ignore[index]  # None: caught below
-                    else:
-                        self._unwatched = True
+                    traces = self._turn_traces
+                    trace_id = ctx[0]  # type: ignore[index]  # None: caught below
+                    if not self._every_start and trace_id not in traces:
+                        if not _may_be_turn(name, attributes):
+                            return  # in a trace without turn spans so far: it tells nothing
+                        if len(traces) < _TURN_TRACES:
+                            traces.add(trace_id)
+                        else:
+                            self._every_start = True
                     start = (ctx, parent, name, attributes)
                 except Exception:  # a subclass that lacks a field, or an odd one
                     start = (span,)
@@ -200,13 +200,6 @@ class LoopwatchSpanProcessor(SpanProcessor):
                 self._wake.set()
 
     def on_end(self, span: ReadableSpan) -> None:
-        watched = self._watched
-        if watched:  # GenAI spans are open, and this may be one of them
-            # not contextlib.suppress: compiled, that is a Python object and two calls a span
-            try:  # noqa: SIM105
-                watched.discard(span._context[1])  # type: ignore[index]
-            except Exception:  # a span without the SDK's context field: its id stays
-                pass
         queued = len(self._queue)
         if queued < self._limit:
             self._queue.append(span)
@@ -379,17 +372,22 @@ class LoopwatchSpanProcessor(SpanProcessor):
                 self._safe(self.sink.dropped, DROP_ERROR)
         # 2. starts and records to the assembler, in the order they happened
         assembler = self._assembler
+        turn_traces = self._turn_traces  # a local root's end lets its trace go (on_start)
         plain = 0  # counted here, not in counts: most spans of a web app are plain
         for item in items:
             try:
                 # a start (span,) or StartFields (4), a record (3) or a plain span (5)
                 size = len(item)
                 if size == 5:
+                    if item[2] is None and turn_traces:
+                        turn_traces.discard(item[0])
                     self._plain(item[0], item[1], item[2], item[3], item[4])
                     plain += 1
                 elif size != 3:
                     self._started(item)
                 else:
+                    if item[2].parent_id is None and turn_traces:
+                        turn_traces.discard(item[0])
                     assembler.add(item[0], item[1], item[2])
                     kind = kind_of(item[2])
                     counts[kind] = counts.get(kind, 0) + 1

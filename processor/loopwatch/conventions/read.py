@@ -91,6 +91,26 @@ _NAME_HINTS_BY_FIRST: Final[dict[str, tuple[str, ...]]] = {
 }
 
 
+def _turn_markers() -> tuple[tuple[str, frozenset[str] | None], ...]:
+    """What is_turn_span may find a turn by: each turn marker's key and the texts it takes (None:
+    any value), and each attribute hint (any value)."""
+    values: dict[str, set[str] | None] = {key: None for key in _ATTRIBUTE_HINTS}
+    for emitter in EMITTERS:
+        for key, value in emitter.family.turn:
+            texts = values.setdefault(key, set())
+            if texts is not None:
+                if value == ANY:
+                    values[key] = None
+                else:
+                    texts.add(value)
+    return tuple(
+        (key, None if texts is None else frozenset(texts)) for key, texts in sorted(values.items())
+    )
+
+
+_TURN_MARKERS: Final = _turn_markers()
+
+
 # Attributes read_span never looks at, by prefix: what instrumentations write in bulk (messages,
 # usage, request parameters) and the web and database conventions. The service skips them when it
 # converts an OTLP span (each attribute costs a microsecond there). Never list one read above;
@@ -147,6 +167,17 @@ def may_be_genai(name: str, attributes: Mapping[str, Any], *, ended: bool = True
         for key in _MARKER_KEYS:
             if key in attributes:
                 return True
+    hints = _NAME_HINTS_BY_FIRST.get(name[:1])
+    return hints is not None and name.startswith(hints)
+
+
+def may_be_turn(name: str, attributes: dict[str, Any]) -> bool:
+    """False only for a span that is_turn_span says is not one (a cheap test, as may_be_genai,
+    for the starts of the spans of a web app that share the process)."""
+    for key, texts in _TURN_MARKERS:
+        value = attributes.get(key)
+        if value is not None and (texts is None or (isinstance(value, str) and value in texts)):
+            return True
     hints = _NAME_HINTS_BY_FIRST.get(name[:1])
     return hints is not None and name.startswith(hints)
 
