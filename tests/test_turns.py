@@ -141,7 +141,12 @@ def test_turns_under_a_long_lived_root_are_finalized_when_their_agent_ends() -> 
     p.close()
 
 
-def test_an_agent_run_inside_a_tool_is_part_of_the_outer_turn() -> None:
+@pytest.mark.parametrize("over_http", [False, True])
+def test_an_agent_run_inside_a_tool_is_part_of_the_outer_turn(over_http: bool) -> None:
+    # over_http: the tool calls the other agent over HTTP in process, and the HTTP client span
+    # between them carries no GenAI marker; it started inside the outer turn all the same
+    from contextlib import nullcontext
+
     from opentelemetry import trace
 
     from tests.helpers import Pipeline, S
@@ -154,51 +159,23 @@ def test_an_agent_run_inside_a_tool_is_part_of_the_outer_turn() -> None:
             "execute_tool delegate", start_time=2 * S, attributes=tool("delegate")
         )
         with trace.use_span(call, end_on_exit=False):
-            inner = tracer.start_span("invoke_agent inner", start_time=3 * S, attributes=AGENT)
-            with trace.use_span(inner, end_on_exit=False):
-                for i in range(3):
-                    tracer.start_span(
-                        "execute_tool search", start_time=(4 + i) * S, attributes=tool()
-                    ).end(end_time=(5 + i) * S)
-            inner.end(end_time=8 * S)
+            post = tracer.start_span("POST", start_time=2 * S, attributes={"http.method": "POST"})
+            with trace.use_span(post, end_on_exit=False) if over_http else nullcontext():
+                inner = tracer.start_span("invoke_agent inner", start_time=3 * S, attributes=AGENT)
+                with trace.use_span(inner, end_on_exit=False):
+                    for i in range(3):
+                        tracer.start_span(
+                            "execute_tool search", start_time=(4 + i) * S, attributes=tool()
+                        ).end(end_time=(5 + i) * S)
+                inner.end(end_time=8 * S)
+                assert p.value("loopwatch_turns_total") == 0  # the outer agent is running
+            post.end(end_time=8 * S)
         call.end(end_time=9 * S)
-    assert p.value("loopwatch_turns_total") == 0  # the outer agent is still running
+    assert p.value("loopwatch_turns_total") == 0
     outer.end(end_time=10 * S)
     assert p.value("loopwatch_turns_total") == 1
     assert p.value("loopwatch_turn_max_attempts_sum") == 3
     assert p.value("loopwatch_tool_calls_total") == 4
-    p.close()
-
-
-def test_an_agent_under_a_plain_span_inside_a_turn_is_part_of_that_turn() -> None:
-    # the tool calls another agent over HTTP in process: the HTTP client span carries no GenAI
-    # marker, yet it started inside the outer turn, so the inner agent is not outermost
-    from opentelemetry import trace
-
-    from tests.helpers import Pipeline, S
-
-    p = Pipeline(Config())
-    tracer = p.tracer
-    outer = tracer.start_span("invoke_agent outer", start_time=S, attributes=AGENT)
-    with trace.use_span(outer, end_on_exit=False):
-        call = tracer.start_span(
-            "execute_tool delegate", start_time=2 * S, attributes=tool("delegate")
-        )
-        with trace.use_span(call, end_on_exit=False):
-            post = tracer.start_span("POST", start_time=3 * S, attributes={"http.method": "POST"})
-            with trace.use_span(post, end_on_exit=False):
-                inner = tracer.start_span("invoke_agent inner", start_time=4 * S, attributes=AGENT)
-                with trace.use_span(inner, end_on_exit=False):
-                    tracer.start_span(
-                        "execute_tool search", start_time=5 * S, attributes=tool()
-                    ).end(end_time=6 * S)
-                inner.end(end_time=7 * S)
-            assert p.value("loopwatch_turns_total") == 0  # the outer agent is still running
-            post.end(end_time=8 * S)
-        call.end(end_time=9 * S)
-    outer.end(end_time=10 * S)
-    assert p.value("loopwatch_turns_total") == 1
-    assert p.value("loopwatch_tool_calls_total") == 2
     p.close()
 
 
