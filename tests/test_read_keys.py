@@ -90,3 +90,14 @@ def test_no_attribute_read_is_skipped_and_no_genai_span_is_taken_for_plain(sourc
     skipped = sorted(k for k in asked if k.startswith(UNREAD_PREFIXES))
     assert skipped == []
     assert "gen_ai.tool.call.arguments" in asked
+
+
+def test_the_spelled_out_key_tests_hold_every_marker_key() -> None:
+    from loopwatch.conventions import read
+
+    turn_keys = {key for key, _ in read._TURN_MARKERS}
+    assert turn_keys <= read._MARKER_KEYS
+    for key in read._MARKER_KEYS:
+        assert read._has_marker_key({key: "x"}), key
+        assert read._has_turn_key({key: "x"}) == (key in turn_keys), key
+    assert not read._has_marker_key({"http.route": "/", "db.system": "postgresql"})

@@ -85,7 +85,6 @@ _MARKER_KEYS: Final = frozenset(
 _NAME_HINTS: Final = tuple(dict.fromkeys(h for e in EMITTERS for h in e.name_hints))
 # The same, looked up by first character: most spans' names start with none of theirs, and a
 # lookup tests that where startswith would test each hint (compiled, a C call each).
-_MARKER_KEY_LIST: Final = tuple(sorted(_MARKER_KEYS))
 _NAME_HINTS_BY_FIRST: Final[dict[str, tuple[str, ...]]] = {
     first: tuple(h for h in _NAME_HINTS if h[:1] == first) for first in {h[:1] for h in _NAME_HINTS}
 }
@@ -156,10 +155,9 @@ def may_be_genai(name: str, attributes: Mapping[str, Any], *, ended: bool = True
     """False only for a span that read_span reads as a Link (a cheap test on attribute keys
     and the name, for the plain spans of a web app that share the process). With ``ended``
     False, lookups only: a started span's attributes may still change on another thread."""
-    if type(attributes) is dict:  # every reader's: compiled, a lookup a marker key is C
-        for key in _MARKER_KEY_LIST:
-            if key in attributes:
-                return True
+    if type(attributes) is dict:  # every reader's
+        if _has_marker_key(attributes):
+            return True
     elif ended:
         if not _MARKER_KEYS.isdisjoint(attributes):
             return True
@@ -174,12 +172,39 @@ def may_be_genai(name: str, attributes: Mapping[str, Any], *, ended: bool = True
 def may_be_turn(name: str, attributes: dict[str, Any]) -> bool:
     """False only for a span that is_turn_span says is not one (a cheap test, as may_be_genai,
     for the starts of the spans of a web app that share the process)."""
-    for key, texts in _TURN_MARKERS:
-        value = attributes.get(key)
-        if value is not None and (texts is None or (isinstance(value, str) and value in texts)):
-            return True
+    if _has_turn_key(attributes):
+        for key, texts in _TURN_MARKERS:
+            value = attributes.get(key)
+            if value is not None and (texts is None or (isinstance(value, str) and value in texts)):
+                return True
     hints = _NAME_HINTS_BY_FIRST.get(name[:1])
     return hints is not None and name.startswith(hints)
+
+
+# The keys of _MARKER_KEYS and of _TURN_MARKERS spelled out: compiled, each test is one C
+# lookup, where a loop over the keys costs twice the instructions (most spans of a web app take
+# every test). tests/test_read_keys.py checks that each key is here.
+def _has_marker_key(attributes: dict[str, Any]) -> bool:
+    return (
+        "gen_ai.operation.name" in attributes
+        or "openinference.span.kind" in attributes
+        or "traceloop.span.kind" in attributes
+        or "gen_ai.request.model" in attributes
+        or "llm.request.type" in attributes
+        or "mcp.method.name" in attributes
+        or "ai.operationId" in attributes
+        or "metadata" in attributes
+    )
+
+
+def _has_turn_key(attributes: dict[str, Any]) -> bool:
+    return (
+        "gen_ai.operation.name" in attributes
+        or "openinference.span.kind" in attributes
+        or "traceloop.span.kind" in attributes
+        or "ai.operationId" in attributes
+        or "metadata" in attributes
+    )
 
 
 @dataclass(frozen=True)
