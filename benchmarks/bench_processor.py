@@ -5,8 +5,9 @@
 Reports medians over interleaved rounds and their ratio (the machine is shared and noisy, so
 absolute times drift; the ratio is the figure). Three numbers per span kind:
 - on_end: what the agent's thread pays (goal: tool <= 1.0x, other <= 0.25x of Batch's);
-  on_start+on_end is shown too, since loopwatch's on_start queues the span's ids, name and
-  attributes (Batch's does nothing). These replay finished spans, cold in the CPU's caches by
+  on_start+on_end is shown too, since loopwatch's on_start tests the span's trace (and, in a
+  trace without turn spans, its attributes and name) and queues its ids, name and attributes
+  (Batch's does nothing). These replay finished spans, cold in the CPU's caches by
   then; the last line times on_start as the SDK calls it, on each span it has just written.
 - worker: what loopwatch's background thread then spends reading and assembling the span
 - total: both, against BatchSpanProcessor.on_end (loopwatch does far more work; it just does it
