@@ -76,7 +76,7 @@ _BATCH: Final = 512  # queued starts and ends
 # 1,000 spans/s, and the agent kept 0.78 of its work at 5,000 spans/s rather than 0.84.
 _CHUNK: Final = 256
 _SWEEP_SECONDS = 1.0
-_TURN_TRACES: Final = 65_536  # traces on_start follows (see _turn_traces), about 6 MB at most
+_TURN_TRACES: Final = 65_536  # traces on_start follows (see _turn_traces), 5 MB at most
 Plain = tuple[int, int, int | None, Resource | None, ReadableSpan]
 
 
