@@ -186,14 +186,10 @@ def may_be_turn(name: str, attributes: dict[str, Any]) -> bool:
 # every test). tests/test_read_keys.py checks that each key is here.
 def _has_marker_key(attributes: dict[str, Any]) -> bool:
     return (
-        "gen_ai.operation.name" in attributes
-        or "openinference.span.kind" in attributes
-        or "traceloop.span.kind" in attributes
+        _has_turn_key(attributes)
         or "gen_ai.request.model" in attributes
         or "llm.request.type" in attributes
         or "mcp.method.name" in attributes
-        or "ai.operationId" in attributes
-        or "metadata" in attributes
     )
 
 
