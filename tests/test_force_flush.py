@@ -40,6 +40,7 @@ class _Hooked(LoopwatchSpanProcessor):
 
     def _start_worker(self) -> None:
         self._queue = _Queue(self)
+        self._append = self._queue.append
         self._wake = _Wake(self)
         super()._start_worker()
 

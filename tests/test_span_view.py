@@ -95,6 +95,35 @@ def test_a_span_class_with_its_own_properties_is_read_through_them() -> None:
     )
 
 
+def test_the_processor_reads_such_a_class_through_them_beside_the_sdks() -> None:
+    """The processor reads the SDK's own span class from its fields once it has seen one; a
+    span of a class with its own properties, before it or after, is read through them (here
+    its name marks it a tool call, where its stored name does not)."""
+    registry = CollectorRegistry()
+    processor = LoopwatchSpanProcessor(config=Config(), registry=registry)
+    sdk_span = ReadableSpan("GET /", SpanContext(1, 2, is_remote=False), end_time=1)
+    before, after = (
+        Renamed(
+            "stored name",
+            SpanContext(trace_id, 5, is_remote=False),
+            attributes={"gen_ai.tool.name": "t"},
+            start_time=10,
+            end_time=20,
+        )
+        for trace_id in (3, 4)
+    )
+    for span in (before, sdk_span, after):
+        processor.on_end(span)
+    processor.shutdown()
+    assert processor._end_class is ReadableSpan
+    labels = {"agent": "unknown", "error_class": "ok", "model": "unknown", "tool": "t"}
+    calls = registry.get_sample_value(
+        "loopwatch_tool_calls_total", {**labels, "service": "unknown_service:python"}
+    )
+    assert calls == 2
+    assert registry.get_sample_value("loopwatch_spans_total", {"kind": "other"}) == 1
+
+
 def test_a_queued_batch_wakes_the_worker_before_its_poll() -> None:
     processor = LoopwatchSpanProcessor(config=Config(queue_spans=10), registry=CollectorRegistry())
     processor.shutdown()  # the worker has stopped: the wake stays as the queue leaves it

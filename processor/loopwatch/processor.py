@@ -12,6 +12,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Final
 
 from opentelemetry.context import Context
@@ -30,11 +31,13 @@ from loopwatch.sdk_fields import (
     FAST,
     StartFields,
     direct,
+    end_fields,
     read_end,
     read_start,
     read_view,
     span_reader,
     start_fields,
+    view_fields,
 )
 from loopwatch.sdk_spans import service_of
 
@@ -133,7 +136,12 @@ class LoopwatchSpanProcessor(SpanProcessor):
         # used: the first started span's, the SDK's in an agent (an identity test per start,
         # not a lookup); any other class's start is queued as a 1-tuple of the span
         self._start_class: type | None = None
+        self._end_class: type | None = None  # the same for ends (_ended)
         self._queue: deque[ReadableSpan | tuple[Span] | StartFields] = deque()
+        # bound once: compiled, queue.append looks the method up at every call
+        self._append: Callable[[ReadableSpan | tuple[Span] | StartFields], None] = (
+            self._queue.append
+        )
         # Ids of the traces in which a span that may be a turn span has started, until the
         # worker takes their local root's end: on_start queues every start in them, and in no
         # other trace (the worker would only test such a start, as on_start just did; a plain
@@ -178,7 +186,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
                 # meets it (with every start held so, a plain web span brought on 1.2x the
                 # young collections that BatchSpanProcessor does)
                 try:
-                    ctx, parent = span._context, span._parent
+                    ctx = span._context
                     name = getattr(span, "_name")  # noqa: B009 (untyped: see sdk_fields)
                     attributes = span._attributes
                     traces = self._turn_traces
@@ -190,19 +198,19 @@ class LoopwatchSpanProcessor(SpanProcessor):
                             traces.add(trace_id)
                         else:
                             self._every_start = True
-                    start = (ctx, parent, name, attributes)
+                    start = (ctx, span._parent, name, attributes)
                 except Exception:  # a subclass that lacks a field, or an odd one
                     start = (span,)
             else:
                 start = (span,)
-            self._queue.append(start)
+            self._append(start)
             if queued == self._batch:
                 self._wake.set()
 
     def on_end(self, span: ReadableSpan) -> None:
         queued = len(self._queue)
         if queued < self._limit:
-            self._queue.append(span)
+            self._append(span)
             if queued == self._batch:
                 self._wake.set()
         else:
@@ -302,18 +310,30 @@ class LoopwatchSpanProcessor(SpanProcessor):
     def _ended(self, span: ReadableSpan) -> tuple[int, str, Record] | Plain:
         """One finished span as ``(trace id, service, record)``; a plain span (no GenAI marker)
         as ``(trace id, span id, parent id, resource, span)``, for _plain to place in its
-        trace."""
-        if self._fields:
-            trace_id, span_id, parent_id, name, attributes, resource = read_end(span)
+        trace (its resource None when not read yet)."""
+        cls = type(span)
+        if cls is self._end_class:
+            # the SDK's class, checked once: its fields read with no test, and a plain span's
+            # resource only when _plain needs it (most need nothing)
+            trace_id, span_id, parent_id, name, attributes = end_fields(span)
+            if not may_be_genai(name, attributes):
+                return trace_id, span_id, parent_id, None, span
+            service = self._service_of(span._resource)
+            view = view_fields(span, attributes, service)
         else:
-            trace_id, span_id, parent_id, name, attributes, resource = self._span_end(span)
-        if not may_be_genai(name, attributes):
-            return trace_id, span_id, parent_id, resource, span
-        service = self._service_of(resource)
-        if self._fields:
-            view = read_view(span, attributes, service)
-        else:
-            view = self._span_view(span, attributes, service)
+            if self._end_class is None and self._fields and direct(cls):
+                self._end_class = cls  # learned at the first end: the SDK's ReadableSpan
+            if self._fields:
+                trace_id, span_id, parent_id, name, attributes, resource = read_end(span)
+            else:
+                trace_id, span_id, parent_id, name, attributes, resource = self._span_end(span)
+            if not may_be_genai(name, attributes):
+                return trace_id, span_id, parent_id, resource, span
+            service = self._service_of(resource)
+            if self._fields:
+                view = read_view(span, attributes, service)
+            else:
+                view = self._span_view(span, attributes, service)
         return trace_id, service, read_span(view, self.config)
 
     def _plain(
@@ -330,6 +350,8 @@ class LoopwatchSpanProcessor(SpanProcessor):
         if self._assembler.needs_link(trace_id, span_id, parent_id):
             start, end = self._span_times(span)
             link = Link(span_id, parent_id, start, end)
+            if resource is None:
+                resource = span.resource
             self._assembler.add(trace_id, self._service_of(resource), link)
 
     def _drain(self) -> None:

@@ -126,6 +126,12 @@ def read_start(span: ReadableSpan) -> Start:
 def read_end(span: ReadableSpan) -> End:
     if not (_DIRECT.get(type(span)) or _direct(type(span))):
         return PUBLIC.end(span)
+    trace_id, span_id, parent_id, name, attributes = end_fields(span)
+    return trace_id, span_id, parent_id, name, attributes, span._resource
+
+
+def end_fields(span: ReadableSpan) -> Start:
+    """read_end but the resource, unchecked: for a span of a class ``direct`` approved."""
     ctx, parent = span._context, span._parent
     # typed str, but the SDK stores what the caller passed: read untyped (compiled, a typed read
     # is checked, and raises on 12345)
@@ -140,7 +146,6 @@ def read_end(span: ReadableSpan) -> End:
         parent[1] if parent is not None and not parent[2] else None,
         name if type(name) is str else name_text(name),
         inner,
-        span._resource,
     )
 
 
@@ -154,6 +159,11 @@ def read_times(span: ReadableSpan) -> tuple[int, int]:
 def read_view(span: ReadableSpan, attributes: Mapping[str, Any], service: str) -> SpanView:
     if not (_DIRECT.get(type(span)) or _direct(type(span))):
         return PUBLIC.view(span, attributes, service)
+    return view_fields(span, attributes, service)
+
+
+def view_fields(span: ReadableSpan, attributes: Mapping[str, Any], service: str) -> SpanView:
+    """read_view, unchecked: for a span of a class ``direct`` approved."""
     ctx, parent = span._context, span._parent
     # typed str, but the SDK stores what the caller passed: read untyped (compiled, a typed read
     # is checked, and raises on 12345)
