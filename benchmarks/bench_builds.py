@@ -30,7 +30,9 @@ plain: process CPU (every thread) per plain web span (an HTTP server span with a
   the median over the rounds; beside it, the collections of each generation of the garbage
   collector over a process's segments. Goal: loopwatch adds at most what BatchSpanProcessor
   adds (<= 1.0x). The same in instructions too (callgrind, every thread; each setup alone,
-  one and four segments; ``--callgrind-runs`` times each, the median; 0: none), beside two
+  one and four segments; ``--callgrind-runs`` times each, the median; 0: none), and apart
+  the instructions outside the garbage collector (gc_collect_main, inclusive: its share moves
+  by up to a thousand a span from run to run, with where collections fall), beside two
   references: a processor that only holds each finished span until the flush, and one that
   reads each span's ids and times in on_end and holds only those (the garbage collector's
   share).
@@ -149,28 +151,41 @@ def med(values: Sequence[float]) -> float:
 
 
 # -- instructions: callgrind over the worker's drain ---------------------------------------------
-def _callgrind(build: str, script: str, *args: str) -> int:
-    """Instructions executed by a child (every thread), counted by callgrind."""
-    out = subprocess.run(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            "--callgrind-out-file=/dev/null",
-            sys.executable,
-            str(ROOT / "benchmarks" / script),
-            "child",
-            *args,
-        ],
-        env=build_env(build),
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        check=True,
-    )
-    found = re.search(r"Collected : (\d+)", out.stderr)
-    if not found:
-        raise SystemExit(f"no instruction count from callgrind:\n{out.stderr[-2000:]}")
-    return int(found.group(1))
+def _callgrind(build: str, script: str, *args: str) -> tuple[int, int]:
+    """Instructions executed by a child (every thread), counted by callgrind, and of those the
+    garbage collector's (gc_collect_main and what it calls)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        counts = Path(tmp) / "callgrind.out"
+        out = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={counts}",
+                sys.executable,
+                str(ROOT / "benchmarks" / script),
+                "child",
+                *args,
+            ],
+            env=build_env(build),
+            capture_output=True,
+            text=True,
+            timeout=3600,
+            check=True,
+        )
+        found = re.search(r"Collected : (\d+)", out.stderr)
+        if not found:
+            raise SystemExit(f"no instruction count from callgrind:\n{out.stderr[-2000:]}")
+        functions = subprocess.run(
+            ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(counts)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+        ).stdout
+    # "147,891,037 ( 5.66%)  .../gcmodule.c:gc_collect_main [.../libpython3.11.so.1.0]"; a
+    # process that never collects has no such line
+    collector = re.search(r"^\s*([\d,]+) \([^)]*\)\s+\S*:gc_collect_main \[", functions, re.M)
+    return int(found.group(1)), int(collector.group(1).replace(",", "")) if collector else 0
 
 
 def instructions(args: argparse.Namespace) -> dict[str, Any]:
@@ -179,7 +194,7 @@ def instructions(args: argparse.Namespace) -> dict[str, Any]:
         row: dict[str, Any] = {}
         for build in BUILDS:
             one, four = (
-                _callgrind(build, "bench_cost.py", "worker", stream, str(n)) for n in (1, 4)
+                _callgrind(build, "bench_cost.py", "worker", stream, str(n))[0] for n in (1, 4)
             )
             row[build] = round((four - one) / 3)
             row[f"{build}_collected"] = [one, four]
@@ -397,45 +412,66 @@ def plain(args: argparse.Namespace) -> dict[str, Any]:
     # alone, the difference over three is one segment (2 x requests spans). A full collection
     # falls in that difference or not, by how the threads interleave: each setup runs several
     # times (two processes at once: callgrind runs one thread at a time), the median counts.
-    def per_span(build: str, how: str) -> float:
+    # The collector's instructions are counted apart too: what lands in the segments moves by
+    # up to a thousand a span from run to run, the rest by a few dozen.
+    def per_span(build: str, how: str) -> tuple[float, float]:
         one, four = (
             _callgrind(build, "bench_builds.py", "plain-one", how, "1000", str(n)) for n in (1, 4)
         )
-        return (four - one) / 3 / 2000
+        return (four[0] - one[0]) / 3 / 2000, (four[1] - one[1]) / 3 / 2000
 
     report["goal_adds"] = 1.0
     if args.callgrind_runs < 1:
         return report
-    jobs = [
-        (build, how)
-        for _ in range(args.callgrind_runs)
-        for build in BUILDS
-        for how in (*PLAIN_SETUPS, *HOLD_SETUPS, *wakes)
-    ]
+    setups = (*PLAIN_SETUPS, *HOLD_SETUPS, *wakes)
+    jobs = [(build, how) for _ in range(args.callgrind_runs) for build in BUILDS for how in setups]
     with ThreadPoolExecutor(max_workers=2) as pool:
         counted = list(pool.map(lambda job: per_span(*job), jobs))
-    for build in BUILDS:
-        runs = {
+
+    def sorted_runs(
+        build: str, part: Callable[[tuple[float, float]], float]
+    ) -> dict[str, list[float]]:
+        return {
             how: sorted(
-                v for (b, h), v in zip(jobs, counted, strict=True) if (b, h) == (build, how)
+                part(v) for (b, h), v in zip(jobs, counted, strict=True) if (b, h) == (build, how)
             )
-            for how in (*PLAIN_SETUPS, *HOLD_SETUPS, *wakes)
+            for how in setups
         }
+
+    def spread(by_setup: dict[str, list[float]]) -> str:
+        return ", ".join(
+            f"{how} {v[0]:,.0f}-{v[-1]:,.0f}" for how, v in by_setup.items() if how in PLAIN_SETUPS
+        )
+
+    for build in BUILDS:
+        runs = sorted_runs(build, lambda v: v[0])
+        outside = sorted_runs(build, lambda v: v[0] - v[1])
+        collector = sorted_runs(build, lambda v: v[1])
         median = {how: med(v) for how, v in runs.items()}
         adds = (median["loopwatch"] - median["none"]) / (median["batch"] - median["none"])
+        rest = {how: med(v) for how, v in outside.items()}
+        rest_adds = (rest["loopwatch"] - rest["none"]) / (rest["batch"] - rest["none"])
         report[build]["instructions_per_span"] = {k: round(v) for k, v in median.items()}
         report[build]["instructions_per_span_runs"] = {
             k: [round(x) for x in v] for k, v in runs.items()
         }
         report[build]["instructions_adds_over_batch_adds"] = round(adds, 3)
-        spread = ", ".join(
-            f"{how} {v[0]:,.0f}-{v[-1]:,.0f}" for how, v in runs.items() if how in PLAIN_SETUPS
-        )
+        report[build]["collector_instructions_per_span_runs"] = {
+            k: [round(x) for x in v] for k, v in collector.items()
+        }
+        report[build]["outside_collector_adds_over_batch_adds"] = round(rest_adds, 3)
         print(
             f"plain {build:<9} instructions a span (median of {args.callgrind_runs}): no processor "
             f"{median['none']:,.0f}, Batch {median['batch']:,.0f}, loopwatch "
             f"{median['loopwatch']:,.0f}: loopwatch adds {adds:.3f}x what Batch adds "
-            f"(runs: {spread})",
+            f"(runs: {spread(runs)})",
+            flush=True,
+        )
+        print(
+            f"plain {build:<9} outside the garbage collector: loopwatch adds "
+            f"{rest['loopwatch'] - rest['none']:,.0f} a span, Batch "
+            f"{rest['batch'] - rest['none']:,.0f}: {rest_adds:.3f}x; the collector a span "
+            f"(runs: {spread(collector)})",
             flush=True,
         )
         print(
