@@ -32,9 +32,7 @@ from loopwatch.sdk_fields import (
     StartFields,
     direct,
     end_fields,
-    read_end,
     read_start,
-    read_view,
     span_reader,
     start_fields,
     view_fields,
@@ -320,20 +318,14 @@ class LoopwatchSpanProcessor(SpanProcessor):
                 return trace_id, span_id, parent_id, None, span
             service = self._service_of(span._resource)
             view = view_fields(span, attributes, service)
-        else:
+        else:  # any other class, or the public API (sdk_fields): each span checked and read
             if self._end_class is None and self._fields and direct(cls):
                 self._end_class = cls  # learned at the first end: the SDK's ReadableSpan
-            if self._fields:
-                trace_id, span_id, parent_id, name, attributes, resource = read_end(span)
-            else:
-                trace_id, span_id, parent_id, name, attributes, resource = self._span_end(span)
+            trace_id, span_id, parent_id, name, attributes, resource = self._span_end(span)
             if not may_be_genai(name, attributes):
                 return trace_id, span_id, parent_id, resource, span
             service = self._service_of(resource)
-            if self._fields:
-                view = read_view(span, attributes, service)
-            else:
-                view = self._span_view(span, attributes, service)
+            view = self._span_view(span, attributes, service)
         return trace_id, service, read_span(view, self.config)
 
     def _plain(
