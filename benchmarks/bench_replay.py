@@ -184,7 +184,7 @@ def json_split(args: argparse.Namespace) -> None:
     from benchmarks.bench_service import CONFIG
     from loopwatch.history.replay import Replay, own_process
     from loopwatch.history.report import Report, ReportSink
-    from loopwatch.service.otlp_json import request_views
+    from loopwatch.service.otlp_json import decode
     from tests.replay_support import timed_copies
 
     lines = [
@@ -200,14 +200,13 @@ def json_split(args: argparse.Namespace) -> None:
             spans = 0
             for line in timed_copies(lines, args.copies, COPY_EVERY_NS):
                 t0 = time.process_time()
-                read = request_views(line)
+                read = decode(line)
                 t1 = time.process_time()
-                assert read is not None
-                replay.feed(read[0])
+                replay.feed(read.spans)
                 t2 = time.process_time()
                 json.loads(line)
                 t3 = time.process_time()
-                spans += len(read[0])
+                spans += len(read.spans)
                 for stage, seconds in zip(took, (t1 - t0, t2 - t1, t3 - t2), strict=True):
                     took[stage] += seconds
             replay.finish()
@@ -252,7 +251,7 @@ def read_formats(args: argparse.Namespace) -> None:
 
 
 def json_stages(stage: str, passes: int) -> None:
-    from loopwatch.service.otlp_json import request_views
+    from loopwatch.service.otlp_json import decode
 
     if stage not in ("none", "views"):
         raise SystemExit(f"json-stages: STAGE is none or views, not {stage!r}")
@@ -264,9 +263,7 @@ def json_stages(stage: str, passes: int) -> None:
     for _ in range(passes):
         for line in lines:
             if stage == "views":
-                read = request_views(line)
-                assert read is not None
-                spans += len(read[0])
+                spans += len(decode(line).spans)
     print(json.dumps({"stage": stage, "passes": passes, "spans": spans}))
 
 
