@@ -683,15 +683,29 @@ _FIELDS_OF: Final = {
 
 
 def _value(value: AnyValue, depth: int) -> Any:
-    """A value that is not a string alone: an integer alone read here (the file exporter's
-    text of digits, or a number), the rest in full."""
+    """A value that is not a string alone: an integer or a double alone read here (the file
+    exporter's integer is its text of digits), the rest in full."""
     if value.string_value is UNSET:
         number: Any = value.int_value
         if number.__class__ is str:
             if number.isdecimal() and len(number) < 19:
                 return int(number)
-        elif number.__class__ is int and _I64_MIN <= number <= _I64_MAX:
-            return number
+        elif number.__class__ is int:
+            if _I64_MIN <= number <= _I64_MAX:
+                return number
+        elif (
+            number is UNSET
+            and value.__class__ is AnyValue  # none of AnyValueFull's other fields
+            and value.double_value.__class__ is _Kind
+            and value.bool_value is UNSET
+            and value.array_value is UNSET
+            and value.kvlist_value is UNSET
+            and value.bytes_value is UNSET
+        ):
+            double = value.double_value.value
+            if double.__class__ is float:
+                _reading.counted += 1
+                return double
     return _value_in_full(value, depth)
 
 
