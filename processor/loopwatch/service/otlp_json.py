@@ -986,15 +986,19 @@ def _span_decoded(span: Span[Any]) -> None:
     if flags.__class__ is not int:
         flags = 0 if flags is None else _field("flags", _u32, flags)
     kind = span.kind
-    if kind.__class__ is not int and kind is not None:
+    if kind.__class__ is not int and kind is not None and kind not in _KIND_NAMES:
         _field("kind", _kind, kind)
     code: Any = 0
     message = ""
     status = span.status
     if status is not None:
         code = status.code
-        if code.__class__ is not int:
-            code = 0 if code is None else _field("status.code", _status_code, code)
+        if code.__class__ is not int:  # a name (protobuf's JSON writes them), else in full
+            named = _STATUS_NAMES.get(code) if code.__class__ is str else None
+            if named is not None:
+                code = named
+            else:
+                code = 0 if code is None else _field("status.code", _status_code, code)
         message = status.message or ""
     kinds = reading.kinds
     reading.kinds = reading.counted = 0
