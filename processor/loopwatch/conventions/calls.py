@@ -70,7 +70,9 @@ def keyed_call(
     errored, types, messages = errors
     declaration = config.declaration(tool)
     if known:
-        warn_undeclared(tool, arguments, declaration)
+        warn_undeclared(
+            tool, arguments, declaration, result if result_known and not errored else None
+        )
     if errored:
         error_class = classify_error(types, messages)
         outcome = error_class
