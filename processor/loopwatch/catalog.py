@@ -186,6 +186,24 @@ SPANS_DROPPED = Metric(
     at_zero=True,
     note="invalid_id counts in `loopwatch serve` only.",
 )
+QUEUE_SPANS = Metric(
+    "loopwatch_queue_spans",
+    "gauge",
+    "Items waiting in the queue to loopwatch's worker when it last looked (in process: span "
+    "starts and ends; loopwatch serve: spans); the queue holds queue_spans at most.",
+    at_zero=True,
+    note="Near queue_spans the worker is falling behind: in process, what the queue cannot take "
+    "is dropped (queue_full); `loopwatch serve` refuses it with a retryable error.",
+)
+ALL_STARTS_QUEUED = Metric(
+    "loopwatch_all_starts_queued",
+    "gauge",
+    "1 while the in-process processor queues every span start because it follows as many "
+    "traces with agent spans as it may; 0 otherwise.",
+    at_zero=True,
+    note="It follows 65,536 by default; plain spans then cost its worker more. Off again once "
+    "those traces end or their turns are evicted. Always 0 in `loopwatch serve`.",
+)
 OPEN_TURNS = Metric(
     "loopwatch_open_turns",
     "gauge",
@@ -259,6 +277,8 @@ _COUNTED = (
     TOOL_VERSION_FIRST_SEEN,
     SPANS,
     SPANS_DROPPED,
+    QUEUE_SPANS,
+    ALL_STARTS_QUEUED,
     OPEN_TURNS,
     TURNS_EVICTED,
     LATE_SPANS,

@@ -152,6 +152,14 @@ class TurnAssembler:
     def open_turns(self) -> int:
         return len(self._traces) + len(self._conversations)
 
+    def holds(self, trace_id: int) -> bool:
+        """Whether the trace is open here (neither finalized nor evicted yet)."""
+        return trace_id in self._traces
+
+    def turn_traces(self) -> list[int]:
+        """The open traces in which a turn span has started (``span_started``), oldest first."""
+        return [trace_id for trace_id, trace in self._traces.items() if trace.in_turn]
+
     def _charge(self, trace: _Trace, size: int) -> None:
         trace.size += size
         self.buffered_bytes += size
