@@ -55,6 +55,11 @@ class Config:
     header_timeout_seconds: float = 10.0
     body_timeout_seconds: float = 30.0
 
+    # the guards' shared store (docs/guards.md, "Several workers and hosts")
+    guards_store: str = "memory"
+    guards_lease_seconds: float = 300.0
+    guards_on_store_error: str = "allow"
+
     def declaration(self, tool: str) -> ToolDeclaration | None:
         """The merged declaration of one tool (file < x-loopwatch < decorator)."""
         declared = self.tools.get(tool)
@@ -131,6 +136,17 @@ _SETTINGS: dict[tuple[str, str], tuple[str, tuple[str, ...], type]] = {
         ("LOOPWATCH_BODY_TIMEOUT_SECONDS",),
         float,
     ),
+    ("guards", "store"): ("guards_store", ("LOOPWATCH_GUARDS_STORE",), str),
+    ("guards", "lease_seconds"): (
+        "guards_lease_seconds",
+        ("LOOPWATCH_GUARDS_LEASE_SECONDS",),
+        float,
+    ),
+    ("guards", "on_store_error"): (
+        "guards_on_store_error",
+        ("LOOPWATCH_GUARDS_ON_STORE_ERROR",),
+        str,
+    ),
 }
 _MINIMUM = {
     "loop_threshold": 2,
@@ -150,7 +166,20 @@ _MINIMUM = {
     "max_header_bytes": 1024,
     "header_timeout_seconds": 0.001,
     "body_timeout_seconds": 0.001,
+    "guards_lease_seconds": 0.001,
 }
+ON_STORE_ERROR = ("allow", "deny")
+_STORE_PREFIXES = ("sqlite:///", "redis://", "rediss://", "unix://")
+
+
+def check_store_url(url: str) -> str:
+    """``url`` if it names a guard store, else a ValueError saying what does."""
+    if url == "memory" or (url.startswith(_STORE_PREFIXES) and url.split("://", 1)[1].strip("/")):
+        return url
+    raise ValueError(
+        f"not a guard store: {url!r}; expected memory, sqlite:///path/to/file.db or "
+        "redis://host:port/db"
+    )
 
 
 def _coerce(where: str, value: Any, kind: type) -> Any:
@@ -172,6 +201,13 @@ def _check(where: str, name: str, value: Any) -> None:
         raise ConfigError(f"{where}: must be at least {low}, got {value!r}")
     if name == "metrics_port" and value > 65535:
         raise ConfigError(f"{where}: not a port number: {value!r}")
+    if name == "guards_on_store_error" and value not in ON_STORE_ERROR:
+        raise ConfigError(f"{where}: expected one of {', '.join(ON_STORE_ERROR)}, got {value!r}")
+    if name == "guards_store":
+        try:
+            check_store_url(value)
+        except ValueError as e:
+            raise ConfigError(f"{where}: {e}") from None
 
 
 def config_from_mapping(data: Mapping[str, Any], source: str = "loopwatch.toml") -> Config:

@@ -21,7 +21,14 @@ SPAN_KINDS: Final = (KIND_TOOL, KIND_TURN, KIND_LLM, KIND_OTHER)
 GUARD_ATTRIBUTE: Final = "loopwatch.guard.decision"
 GUARD_EVENT: Final = "loopwatch.guard"
 GUARD_DECISIONS: Final = frozenset(
-    {"stopped", "no_rows_stopped", "budget_exhausted", "suppressed", "circuit_open"}
+    {
+        "stopped",
+        "no_rows_stopped",
+        "budget_exhausted",
+        "suppressed",
+        "circuit_open",
+        "store_unavailable",
+    }
 )
 
 
