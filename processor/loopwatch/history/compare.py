@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from loopwatch.core.config import Config
+from loopwatch.history.by_trace import GroupingError
 from loopwatch.history.replay import (
     Outcome,
     add_input_arguments,
@@ -375,8 +376,12 @@ def _run(args: argparse.Namespace) -> int:
     if not 0 < args.alpha < 1:
         print("loopwatch compare: --alpha must be between 0 and 1", file=sys.stderr)
         return EXIT_UNREADABLE
-    baseline = _side("baseline", args.baseline, config, args.format)
-    candidate = _side("candidate", args.candidate, config, args.format)
+    try:
+        baseline = _side("baseline", args.baseline, config, args.format)
+        candidate = _side("candidate", args.candidate, config, args.format)
+    except GroupingError as e:
+        print(f"loopwatch compare: {e}", file=sys.stderr)
+        return EXIT_UNREADABLE
     unreadable = [
         name for name, o in (("baseline", baseline), ("candidate", candidate)) if not o.stats.spans
     ]

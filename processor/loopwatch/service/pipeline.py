@@ -127,6 +127,19 @@ class Pipeline:
         self._safe(self._assembler.sweep)
         self._safe(self._report_open)
 
+    def complete(self, trace_id: int, cut: bool = False) -> None:
+        """Every span of the trace has been processed (replay, which reads each trace whole,
+        in time order): what has been idle until the clock's time is finalized (a hand-rolled
+        turn this trace's model calls would otherwise join), then this trace. ``cut``: it has
+        no root span, so its turns are counted as cut short, as the open ones at shutdown.
+        The traces processed and not yet completed must have been processed at a clock no
+        earlier than this one, so none of them is idle."""
+        self._with_turn.pop(trace_id, None)
+        self._process_roots.pop(trace_id, None)
+        self._safe(self._assembler.sweep)
+        evicted = EVICT_SHUTDOWN if cut else None
+        self._safe(lambda: self._assembler.finalize(trace_id, evicted))
+
     def finish(self) -> tuple[int, int]:
         """Finalize every open trace, as at shutdown; ``finished_at_stop``."""
         self._safe(self._finish)
