@@ -51,7 +51,6 @@ ROWS_WORDS: Final = (
 STATUS_WORDS: Final = ("status", "state", "phase")
 # An object a result wraps the rest in: {"data": {"items": [...]}}.
 _WRAPPERS: Final = ("data", "result", "response")
-_ID_NAME: Final = re.compile(r"id|[a-z]+(?:_[a-z]+)*_id|[a-z]+(?:[A-Z][a-z]+)*Id")
 # Keys of one result object read for an id-like name, and their length: bounded work on a
 # hostile result.
 _ID_KEYS_READ: Final = 50
@@ -65,6 +64,18 @@ _CONTAINERS: Final = (dict, list)
 _WORD: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 # Characters of a name or action value read for words (a hostile value is cut).
 _WORD_CHARS: Final = 200
+
+
+def is_id_name(name: str) -> bool:
+    """``id``, ``ticket_id`` or ``ticketId``: letters only before the id (a plain test, not a
+    pattern: a backtracking one is quadratic on a hostile key)."""
+    if name == "id":
+        return True
+    if name.endswith("_id"):
+        parts = name[:-3].split("_")
+        return all(p.isascii() and p.isalpha() and p.islower() for p in parts)
+    stem = name[:-2]
+    return name.endswith("Id") and stem.isascii() and stem.isalpha() and stem[0].islower()
 
 
 def words(name: str) -> list[str]:
@@ -200,7 +211,7 @@ def _pick(
         if (
             isinstance(name, str)
             and len(name) <= _ID_NAME_CHARS
-            and _ID_NAME.fullmatch(name)
+            and is_id_name(name)
             and kind(fields[name])[0] == _SCALAR
         ):
             return prefix + name, ID_REASON
