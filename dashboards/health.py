@@ -136,8 +136,9 @@ PANELS = [
         "span executes the tools), what it could not read as it is, by reason. "
         "unreadable_history: a history that is not a message list (truncated, not JSON, over "
         "8 MiB), whose calls go unseen; result_without_call: a tool result answering no call "
-        "in its history; call_without_id: a call with a missing or repeated id, keyed by its "
-        "position; calls_over_limit: calls past max_spans_per_turn, not read. Should be zero.",
+        "in its history; call_without_id: a call with a missing or repeated id, joined by its "
+        "turn, position, tool and arguments instead (every call of a Gemini loop); "
+        "calls_over_limit: calls past max_spans_per_turn, not read. The others should be zero.",
         f"sum by (reason) (rate({MESSAGES_MALFORMED.name}[{RATE}]))",
         "{{reason}}",
         24,

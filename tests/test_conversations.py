@@ -306,7 +306,8 @@ def test_bad_histories_are_harmless() -> None:
     # (the calls in the history were counted by the model calls that requested them)
     assert read.malformed == ()
     requested = _read(json.dumps([user]), json.dumps([_genai("assistant", calls=calls + twice)]))
-    assert requested.malformed == (("call_without_id", 3),)  # "", "" and the second "dup"
+    # "", "" and both "dup": an id two calls carry names neither
+    assert requested.malformed == (("call_without_id", 4),)
 
 
 def test_calls_past_the_limit_are_counted_not_read() -> None:

@@ -250,8 +250,9 @@ MESSAGES_MALFORMED = Metric(
     at_zero=True,
     note="unreadable_history: a history that is not a message list (truncated, not JSON, over "
     "8 MiB): that model call's calls are not seen. result_without_call: a tool result that "
-    "answers no call in its history. call_without_id: a requested call with no id or a "
-    "repeated one, keyed by its position. calls_over_limit: calls past max_spans_per_turn, "
+    "answers no call in its history. call_without_id: a requested call with no id or one "
+    "another call of the history also carries (the Gemini API has none), joined by its turn, "
+    "position, tool and arguments instead. calls_over_limit: calls past max_spans_per_turn, "
     "not read.",
 )
 CALLS_KEYED_BY_INFERENCE = Metric(

@@ -1,16 +1,19 @@
 """Turns rebuilt from model calls' message histories (design.md, "Words: turn").
 
 In a hand-rolled loop no span executes a tool: each model call's input holds the conversation so
-far and its output the calls it asks for. Consecutive model calls of one turn share call ids (the
+far and its output the calls it asks for. Consecutive model calls of one turn share calls (the
 calls one asks for are in the next one's history, with their results), so the model calls are
-gathered by call id, whatever traces they sit in, and the turn is complete when the model answers
-in text. Call ids hold where a history does not: the SDK's attribute limit drops a long
-history's first messages, and with them the turn's user message. A turn whose answer never comes
-(the loop was cut off) is finalized when idle."""
+gathered by their calls' stand-in ids (conventions.messages: the turn, position, tool and
+arguments of a call, never a call id alone), whatever traces they sit in, and the turn is
+complete when the model answers in text. A call id unique in its history is an alias of its
+call: the SDK's attribute limit drops a long history's first messages, and with them the turn's
+user message, and such a model call names its calls by their ids. A turn whose answer never
+comes (the loop was cut off) is finalized when idle."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Container
 from dataclasses import dataclass, field, replace
 from itertools import count
 
@@ -40,6 +43,7 @@ class _Open:
     ids: set[int] = field(default_factory=set)  # every call id seen in the turn
     settled: set[int] = field(default_factory=set)  # calls known with their outcome
     claimed: set[int] = field(default_factory=set)  # calls a tool span of their own stood for
+    alias_of: dict[int, int] = field(default_factory=dict)  # a call's unique id -> its stand-in
     llms: list[LlmMark] = field(default_factory=list)
     size: int = _TURN_BYTES
 
@@ -92,6 +96,10 @@ class Conversations:
             entry = self._by_call.get(call_id)
             if entry is not None and entry not in found:
                 found.append(entry)
+        for alias, _stand_in in conversation.aliases:
+            entry = self._by_call.get(alias)
+            if entry is not None and entry not in found:
+                found.append(entry)
         evicted: list[Ready] = []
         if not found:
             if not ids and not conversation.final:
@@ -116,6 +124,10 @@ class Conversations:
         for call_id in ids:
             self._by_call[call_id] = entry
         entry.ids.update(ids)
+        for alias, stand_in in conversation.aliases:
+            entry.alias_of[alias] = stand_in
+            self._by_call[alias] = entry
+            entry.ids.add(alias)
         grown = (len(entry.ids) - known_ids) * _ID_BYTES
         entry.size += grown
         self.buffered_bytes += grown
@@ -172,7 +184,15 @@ class Conversations:
         calls = entry.calls
         before = len(calls)
         settled = entry.settled
-        for call in conversation.calls(settled):
+        alias_of = entry.alias_of
+        # a history that lost the turn's start names calls by their ids: read as their stand-ins
+        aliased = bool(alias_of) and any(i in alias_of for i in conversation.ids)
+        known_ids: Container[int] = settled
+        if aliased:
+            known_ids = settled | {a for a, stand_in in alias_of.items() if stand_in in settled}
+        for call in conversation.calls(known_ids):
+            if aliased and call.span_id in alias_of:
+                call = replace(call, span_id=alias_of[call.span_id])
             known = calls.get(call.span_id)
             # a later history may carry the result an earlier one lacked; never the reverse
             if known is None:
@@ -186,10 +206,12 @@ class Conversations:
                 settled.add(call.span_id)
         requested, answered = entry.requested_at, entry.answered_at
         for call_id in conversation.requested:
+            call_id = alias_of.get(call_id, call_id) if aliased else call_id
             if call_id not in requested:
                 requested[call_id] = mark.end_ns
                 self._want(entry, call_id)
         for call_id in conversation.answered:
+            call_id = alias_of.get(call_id, call_id) if aliased else call_id
             if call_id not in answered:
                 answered[call_id] = mark.start_ns
                 if call_id in requested:
@@ -211,6 +233,7 @@ class Conversations:
         entry.ids.update(other.ids)
         entry.settled.update(other.settled)
         entry.claimed.update(other.claimed)
+        entry.alias_of.update(other.alias_of)
         for call_id in other.ids:
             self._by_call[call_id] = entry
         entry.llms.extend(other.llms)

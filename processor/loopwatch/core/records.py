@@ -130,7 +130,7 @@ class UnreadableHistory(ValueError):
 class Conversation:
     """The turn a model call's messages show, where no span executes the tools (a hand-rolled
     loop over a raw model SDK): the calls since the turn's user message, read from the model
-    calls' histories and joined with their results by call id."""
+    calls' histories and joined with their results (conventions.messages says how)."""
 
     # the model answered in text (no call requested): the turn is complete
     final: bool
@@ -148,6 +148,10 @@ class Conversation:
     # what this model call added that could not be read as it is: (reason, count), reasons
     # from MALFORMED_REASONS (its own output's calls, and the results sent since the last call)
     malformed: tuple[tuple[str, int], ...] = ()
+    # (the call's id, unique in the history, as a stand-in id; the call's stand-in id) where
+    # they differ: a model call whose history lost the turn's start names the call by the
+    # first, and core.conversations joins it to the second
+    aliases: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(init=False, slots=True)
