@@ -1,0 +1,239 @@
+"""Progress read from results, through the real SDK and processor: text results, the repeats
+that progress, and the loops that make none (failing and same-result streaks). Exact numbers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode, Tracer
+
+from loopwatch.core.config import Config, ConfigError, config_from_mapping
+from loopwatch.core.declarations import ToolDeclaration
+from tests.helpers import Pipeline, S
+
+MS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Raw:
+    """One tool call as its span records it: ``result`` is the attribute's text as written
+    (None: not recorded), ``error`` an exception message (the span fails)."""
+
+    tool: str
+    arguments: Any
+    result: str | None = None
+    error: str | None = None
+    error_type: str = "ToolError"
+    ms: int = 50
+
+
+def text(value: Any) -> str:
+    return json.dumps(value)
+
+
+def emit(tracer: Tracer, calls: Sequence[Raw], start: int, parallel: bool = False) -> int:
+    """One turn of GenAI spans: a model call before each tool call (all tool calls after one
+    model call when ``parallel``), then the final answer; returns the turn's end."""
+    root = tracer.start_span(
+        "invoke_agent support",
+        start_time=start,
+        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"},
+    )
+    t = start + MS
+    with trace.use_span(root, end_on_exit=False):
+        for i, call in enumerate(calls):
+            if not parallel or i == 0:
+                llm = tracer.start_span(
+                    "chat m1",
+                    start_time=t,
+                    attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m1"},
+                )
+                t += 300 * MS
+                llm.end(end_time=t)
+            attrs: dict[str, Any] = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": call.tool,
+                "gen_ai.tool.call.id": f"call_{i}",
+                "gen_ai.tool.call.arguments": text(call.arguments),
+            }
+            if call.result is not None:
+                attrs["gen_ai.tool.call.result"] = call.result
+            span = tracer.start_span(f"execute_tool {call.tool}", start_time=t, attributes=attrs)
+            end = t + call.ms * MS
+            if call.error is not None:
+                span.set_attribute("error.type", call.error_type)
+                span.set_status(Status(StatusCode.ERROR, call.error))
+            span.end(end_time=end)
+            t = t + MS if parallel else end
+        final = tracer.start_span(
+            "chat m1", start_time=t, attributes={"gen_ai.request.model": "m1"}
+        )
+        t += 300 * MS
+        final.end(end_time=t)
+    root.end(end_time=t + MS)
+    return t + MS
+
+
+def run(config: Config, calls: Sequence[Raw], parallel: bool = False) -> Pipeline:
+    p = Pipeline(config)
+    emit(p.tracer, calls, 1000 * S, parallel)
+    p.flush()
+    return p
+
+
+# -- results as text ----------------------------------------------------------------------------
+GREPS = [Raw("grep", {"pattern": p, "path": "src"}, "") for p in ("retry", "backoff", "429", "x")]
+
+
+@pytest.mark.parametrize("empty", ["", "   \n", "[]", "{}"])
+def test_four_greps_that_print_nothing_are_a_no_rows_streak_of_four(empty: str) -> None:
+    p = run(Config(), [Raw(c.tool, c.arguments, empty) for c in GREPS])
+    assert p.value("loopwatch_no_rows_streak_sum", tool="grep") == 4
+    assert p.value("loopwatch_no_rows_streak_count", tool="grep") == 1
+    assert p.value("loopwatch_loops_total", tool="grep", error_class="ok", kind="no_rows") == 1
+    assert p.value("loopwatch_loops_total") == 1
+    assert p.value("loopwatch_turn_max_attempts_sum") == 1
+    p.close()
+
+
+def test_a_grep_that_printed_lines_resets_the_streak() -> None:
+    calls = list(GREPS)
+    calls[2] = Raw("grep", {"pattern": "429"}, "src/http.py:12: if status == 429:\n")
+    p = run(Config(), calls)
+    assert p.value("loopwatch_no_rows_streak_sum", tool="grep") == 2
+    assert p.value("loopwatch_loops_total") == 0
+    p.close()
+
+
+def _shell(output: str) -> Raw:
+    return Raw("shell", {"command": "tail -n 3 build.log"}, output)
+
+
+def test_a_declared_regular_expression_keys_a_text_result_on_its_match() -> None:
+    """``re:`` and a pattern: the match (its groups) is what the outcome is; no match is no
+    rows. The same command four times, two of them at 40%: two keys of 2, then no rows."""
+    config = config_from_mapping({"tools": {"shell": {"result": r"re:progress (\d+)%"}}})
+    outputs = ["step 3: progress 40%", "step 4: progress 40%", "progress 80%", "progress 80%"]
+    p = run(config, [_shell(o) for o in outputs])
+    assert p.value("loopwatch_turn_max_attempts_sum") == 2
+    assert p.value("loopwatch_repeat_calls_total", tool="shell") == 2
+    assert p.value("loopwatch_no_rows_streak_sum", tool="shell") == 0
+    assert p.value("loopwatch_loops_total") == 0
+    p.close()
+    p = run(config, [_shell("done") for _ in range(3)])
+    assert p.value("loopwatch_no_rows_streak_sum", tool="shell") == 3
+    assert p.value("loopwatch_loops_total", kind="no_rows") == 1
+    p.close()
+
+
+def test_the_whole_text_declared_is_normalized() -> None:
+    """``result = "*"``: the whole text fingerprints the result, its timestamps and durations
+    left out: three answers that differ only there are one key of 3 attempts (a loop)."""
+    config = config_from_mapping({"tools": {"shell": {"result": "*"}}})
+    outputs = [
+        f"2025-05-01T12:00:0{i}Z build still running (request id: r-{i}, took {i}.2s)"
+        for i in range(3)
+    ]
+    p = run(config, [_shell(o) for o in outputs])
+    assert p.value("loopwatch_turn_max_attempts_sum") == 3
+    assert p.value("loopwatch_loops_total", tool="shell", kind="repeat") == 1
+    p.close()
+
+
+@pytest.mark.parametrize(
+    ("result", "message"),
+    [
+        ("re:(unclosed", "is not a regular expression"),
+        ("", 'result must be "rows", "*"'),
+        (3, 'result must be "rows", "*"'),
+    ],
+)
+def test_a_bad_result_declaration_is_a_clear_error(result: Any, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as raised:
+        config_from_mapping({"tools": {"shell": {"result": result}}})
+    assert "[tools.shell]" in str(raised.value)
+
+
+# -- bad input stays harmless ----------------------------------------------------------------------
+def _hostile() -> list[str]:
+    deep = "[" * 100_000 + "]" * 100_000
+    shallow_deep = "[" * 900 + "1" + "]" * 900
+    return [
+        "x" * (4 * 1024 * 1024),  # megabytes of text
+        text([{"row": i, "name": f"item {i}"} for i in range(20_000)]),  # a large JSON answer
+        deep,  # nesting no parser takes
+        shallow_deep,  # nesting the parser takes and the encoder may not
+        "\udcff\udcfe not UTF-8 \x00\x01\x02 binary",
+        "\x00" * 1000,
+    ]
+
+
+def test_hostile_results_are_read_and_counted() -> None:
+    calls = [Raw("fetch", {"url": f"https://example.com/{i}"}, r) for i, r in enumerate(_hostile())]
+    p = run(Config(), calls)
+    assert p.value("loopwatch_tool_calls_total", tool="fetch", error_class="ok") == 6
+    assert p.value("loopwatch_spans_dropped_total") == 0
+    assert p.value("loopwatch_turns_total") == 1
+    assert p.value("loopwatch_loops_total") == 0
+    p.close()
+
+
+def test_declared_parts_of_hostile_results_are_read_and_counted() -> None:
+    for part in ("*", r"re:(\d+)", "row.name"):
+        config = Config(tools={"fetch": ToolDeclaration(result=part)})
+        calls = [Raw("fetch", {"url": str(i)}, r) for i, r in enumerate(_hostile())]
+        p = run(config, calls)
+        assert p.value("loopwatch_tool_calls_total", tool="fetch", error_class="ok") == 6
+        assert p.value("loopwatch_spans_dropped_total") == 0
+        p.close()
+
+
+# -- the fingerprint's rules -----------------------------------------------------------------------
+def test_what_changes_on_every_answer_does_not_change_the_fingerprint() -> None:
+    from loopwatch.core.fingerprint import fingerprint
+
+    def poll(request: str, at: str, took: int, lines: int) -> dict[str, Any]:
+        return {"requestId": request, "status": {"at": at, "lines": lines}, "took": took}
+
+    first = fingerprint(poll("r-1", "2025-05-01T12:00:01Z", 12, 40))
+    assert fingerprint(poll("r-2", "2025-05-01 12:00:04.5+02:00", 40, 40)) == first
+    assert fingerprint(poll("r-3", "2025-05-01T12:00:07Z", 9, 41)) != first
+    # a key order is no change; ids of rows are content, not noise
+    assert fingerprint({"b": 1, "a": [1, 2]}) == fingerprint({"a": [1, 2], "b": 1})
+    assert fingerprint([{"id": "doc-1"}]) != fingerprint([{"id": "doc-2"}])
+    log = "[12:00:0{0}] job 3f2a1b4c-1234-4abc-8def-01234567890{0} running, 3 of 10 done in 0.{0}s"
+    assert fingerprint(log.format(1)) == fingerprint(log.format(2))
+    assert fingerprint(log.format(1)) != fingerprint(log.format(1).replace("3 of", "4 of"))
+
+
+def test_fingerprints_are_bounded_and_never_raise() -> None:
+    from loopwatch.core.fingerprint import MAX_HASHED_CHARS, fingerprint
+
+    head = "a" * MAX_HASHED_CHARS
+    # past the bound only the length counts
+    assert fingerprint(head + "b" * 1000) == fingerprint(head + "c" * 1000)
+    assert fingerprint(head + "b" * 1000) != fingerprint(head + "b" * 1001)
+    deep: list[Any] = []
+    node = deep
+    for _ in range(200_000):
+        node.append([])
+        node = node[0]
+    cycle: list[Any] = [1]
+    cycle.append(cycle)
+    for value in (deep, cycle, b"\xff\xfe", "\udcff", object(), float("nan"), {1: {2: set()}}):
+        assert isinstance(fingerprint(value), int)
+    assert fingerprint(deep) != fingerprint(deep[0])
+
+
+def test_acknowledgements_are_not_data() -> None:
+    from loopwatch.core.fingerprint import carries_data
+
+    acknowledgements = [{"status": "sent"}, {"ticket": "T-1", "ok": True}, "Message sent.", 1, True]
+    assert [carries_data(a) for a in acknowledgements] == [False] * 5
+    rows = [[{"id": "doc-1"}], {"results": [1]}, {"job": {"state": "running"}}, "a\nb"]
+    assert [carries_data(r) for r in rows] == [True] * 4
