@@ -237,3 +237,104 @@ def test_acknowledgements_are_not_data() -> None:
     assert [carries_data(a) for a in acknowledgements] == [False] * 5
     rows = [[{"id": "doc-1"}], {"results": [1]}, {"job": {"state": "running"}}, "a\nb"]
     assert [carries_data(r) for r in rows] == [True] * 4
+
+
+# -- repeats that progress ----------------------------------------------------------------------
+POLL = {"action": "poll", "id": "job_7"}
+
+
+def _growing_polls() -> list[Raw]:
+    """Twenty-four polls of a running job whose log grows a line each time, then its end."""
+    lines = [f"[2025-05-01T12:00:{i:02d}Z] compiled module {i} of 24" for i in range(24)]
+    polls = [Raw("process", POLL, "\n".join(lines[: i + 1])) for i in range(24)]
+    return [*polls, Raw("process", POLL, "\n".join([*lines, "exit code 0"]))]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [Config(), Config(tools={"process": ToolDeclaration(identity=("action", "id"))})],
+    ids=["undeclared", "declared"],
+)
+def test_twenty_five_polls_that_progress_are_no_loop(config: Config) -> None:
+    p = run(config, _growing_polls())
+    assert p.value("loopwatch_tool_calls_total", tool="process", error_class="ok") == 25
+    assert p.value("loopwatch_turn_max_attempts_sum") == 1
+    assert p.value("loopwatch_tool_max_attempts_sum", tool="process") == 1
+    assert p.value("loopwatch_repeat_calls_total") == 0
+    assert p.value("loopwatch_over_cap_seconds_total") == 0
+    assert p.value("loopwatch_loops_total") == 0
+    p.close()
+
+
+def _unchanged_polls() -> list[Raw]:
+    """Eleven polls whose answer changes only in its request id, time and duration."""
+    return [
+        Raw(
+            "process",
+            POLL,
+            text(
+                {
+                    "request_id": f"req_{i}",
+                    "status": "running",
+                    "checked_at": f"2025-05-01T12:00:{i:02d}Z",
+                    "elapsed_ms": 1000 * i,
+                    "log": ["compiled module 1 of 24"],
+                }
+            ),
+            ms=100,
+        )
+        for i in range(11)
+    ]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [Config(), Config(tools={"process": ToolDeclaration(identity=("action", "id"))})],
+    ids=["undeclared", "declared"],
+)
+def test_eleven_polls_with_unchanged_output_are_a_repeat_loop(config: Config) -> None:
+    p = run(config, _unchanged_polls())
+    assert p.value("loopwatch_turn_max_attempts_sum") == 11
+    assert p.value("loopwatch_repeat_calls_total", tool="process", error_class="ok") == 10
+    assert p.value("loopwatch_loops_total", tool="process", error_class="ok", kind="repeat") == 1
+    assert p.value("loopwatch_loops_total") == 1
+    # the eight polls past the threshold of 3, at 100 ms each
+    assert p.value("loopwatch_over_cap_seconds_total", tool="process") == pytest.approx(0.8)
+    p.close()
+
+
+def test_a_declared_result_path_narrows_what_counts_as_progress() -> None:
+    """The log grows, the declared status does not change: eleven attempts of one key."""
+    config = Config(tools={"process": ToolDeclaration(result="status")})
+    polls = [
+        Raw("process", POLL, text({"status": "running", "log": ["line"] * i})) for i in range(11)
+    ]
+    p = run(config, polls)
+    assert p.value("loopwatch_turn_max_attempts_sum") == 11
+    assert p.value("loopwatch_loops_total", kind="repeat") == 1
+    p.close()
+    p = run(Config(), polls)  # undeclared: the whole result, which grows
+    assert p.value("loopwatch_turn_max_attempts_sum") == 1
+    assert p.value("loopwatch_loops_total") == 0
+    p.close()
+
+
+def test_progress_then_no_progress_counts_the_longest_run() -> None:
+    """A file read, edited, then read four times unchanged: runs of 1 and 4 (a loop of 4, three
+    repeats); re-reads that alternate between two contents always progress."""
+    read = {"path": "src/app.py"}
+    calls = [
+        Raw("read_file", read, "def main():\n    pass\n"),
+        Raw("edit_file", {"path": "src/app.py", "line": 2}, "ok"),
+        *[Raw("read_file", read, "def main():\n    run()\n") for _ in range(4)],
+    ]
+    p = run(Config(), calls)
+    assert p.value("loopwatch_tool_max_attempts_sum", tool="read_file") == 4
+    assert p.value("loopwatch_repeat_calls_total", tool="read_file") == 3
+    assert p.value("loopwatch_loops_total", tool="read_file", kind="repeat") == 1
+    p.close()
+    flip = [Raw("read_file", read, f"version {i % 2}\n") for i in range(6)]
+    p = run(Config(), flip)
+    assert p.value("loopwatch_turn_max_attempts_sum") == 1
+    assert p.value("loopwatch_loops_total") == 0
+    p.close()
