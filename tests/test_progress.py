@@ -338,3 +338,135 @@ def test_progress_then_no_progress_counts_the_longest_run() -> None:
     assert p.value("loopwatch_turn_max_attempts_sum") == 1
     assert p.value("loopwatch_loops_total") == 0
     p.close()
+
+
+# -- failing streaks ------------------------------------------------------------------------------
+def _unknown_tool_calls() -> list[Raw]:
+    """The model calls a tool the agent does not have, twenty times, never with the same
+    arguments: each call fails at once with the runtime's "not found"."""
+    return [
+        Raw(
+            "lookup_invoice",
+            {"invoice_id": f"INV-{1000 + i}", "customer_id": f"c_{i % 3}"},
+            error=f"Tool 'lookup_invoice' not found in agent 'support' (call {i})",
+            error_type="ModelBehaviorError",
+            ms=2,
+        )
+        for i in range(20)
+    ]
+
+
+UNKNOWN_DECLARED = Config(tools={"lookup_invoice": ToolDeclaration(identity=("invoice_id",))})
+
+
+@pytest.mark.parametrize("config", [Config(), UNKNOWN_DECLARED], ids=["undeclared", "declared"])
+def test_an_unknown_tool_called_twenty_times_is_a_failing_loop(config: Config) -> None:
+    p = run(config, _unknown_tool_calls())
+    assert (
+        p.value("loopwatch_tool_calls_total", tool="lookup_invoice", error_class="not_found") == 20
+    )
+    # every call a key of its own: no repeat
+    assert p.value("loopwatch_turn_max_attempts_sum") == 1
+    assert p.value("loopwatch_repeat_calls_total") == 0
+    assert p.value("loopwatch_failing_streak_sum", tool="lookup_invoice") == 20
+    assert p.value("loopwatch_failing_streak_count", tool="lookup_invoice") == 1
+    assert p.observations("loopwatch_failing_streak", tool="lookup_invoice")[16.0] == 0
+    loops = dict(kind="failing", tool="lookup_invoice", error_class="not_found")
+    assert p.value("loopwatch_loops_total", **loops) == 1
+    assert p.value("loopwatch_loops_total") == 1
+    p.close()
+
+
+def test_the_failing_threshold_is_configurable_and_a_success_ends_a_streak() -> None:
+    calls = _unknown_tool_calls()[:4]
+    p = run(Config(), calls)  # 4 < the default of 5
+    assert p.value("loopwatch_failing_streak_sum") == 4
+    assert p.value("loopwatch_loops_total") == 0
+    p.close()
+    config = config_from_mapping({"defaults": {"failing_threshold": 4}})
+    p = run(config, calls)
+    assert p.value("loopwatch_loops_total", kind="failing") == 1
+    p.close()
+    per_tool = config_from_mapping({"tools": {"lookup_invoice": {"failing_threshold": 3}}})
+    p = run(per_tool, calls)
+    assert p.value("loopwatch_loops_total", kind="failing") == 1
+    p.close()
+    # two failures, a success, two failures; then two of another class: runs of 2 at most
+    mixed = [
+        *calls[:2],
+        Raw("lookup_invoice", {"invoice_id": "INV-1"}, text({"total": 3})),
+        *calls[2:],
+    ]
+    mixed.append(Raw("lookup_invoice", {"invoice_id": "INV-2"}, error="timed out", ms=30))
+    mixed.append(Raw("lookup_invoice", {"invoice_id": "INV-3"}, error="timed out", ms=30))
+    p = run(config_from_mapping({"defaults": {"failing_threshold": 2}}), mixed)
+    assert p.value("loopwatch_failing_streak_sum") == 2
+    assert p.value("loopwatch_loops_total", kind="failing", error_class="not_found") == 1
+    assert p.value("loopwatch_loops_total", kind="failing", error_class="timeout") == 1
+    p.close()
+
+
+def test_one_key_failing_again_is_a_repeat_loop_not_a_failing_one() -> None:
+    """The seed incident's shape: fourteen timeouts of one key are its attempts (a repeat
+    loop); the failing streak of 14 is observed, but is no second loop."""
+    calls = [
+        Raw(
+            "create_ticket",
+            {"order_id": "88214", "summary": f"refund, take {i}"},
+            error="timed out",
+        )
+        for i in range(14)
+    ]
+    p = run(Config(), calls)
+    assert p.value("loopwatch_turn_max_attempts_sum") == 14
+    assert p.value("loopwatch_failing_streak_sum") == 14
+    assert p.value("loopwatch_loops_total", kind="repeat", error_class="timeout") == 1
+    assert p.value("loopwatch_loops_total") == 1
+    p.close()
+
+
+def test_an_unknown_tool_through_the_service_is_the_same_failing_loop() -> None:
+    """The same spans as OTLP to the service: the same numbers."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tests.service_support import post, running, settle, value
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    emit(provider.get_tracer("test"), _unknown_tool_calls(), 1000 * S)
+    provider.shutdown()
+    body = encode_spans(list(memory.get_finished_spans())).SerializeToString()
+    with running(Config(grace_seconds=0.0)) as service:
+        assert service.bound is not None
+        status, _, _ = post(service.bound.http, body)
+        assert status == 200
+        settle(service)
+        r = service.registry
+        assert value(r, "loopwatch_tool_calls_total", error_class="not_found") == 20
+        assert value(r, "loopwatch_turn_max_attempts_sum") == 1
+        assert value(r, "loopwatch_failing_streak_sum", tool="lookup_invoice") == 20
+        loops = dict(kind="failing", tool="lookup_invoice", error_class="not_found")
+        assert value(r, "loopwatch_loops_total", **loops) == 1
+        assert value(r, "loopwatch_loops_total") == 1
+
+
+def test_a_failing_loop_is_logged_with_its_streak_and_class(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+    import re
+
+    caplog.set_level(logging.INFO, logger="loopwatch")
+    run(Config(), _unknown_tool_calls()).close()
+    lines = [r.getMessage() for r in caplog.records if "loop found" in r.getMessage()]
+    assert len(lines) == 1
+    assert re.fullmatch(
+        r"loopwatch: loop found: tool=lookup_invoice failing_streak=20 error_class=not_found "
+        r"service=support-agent agent=support trace_id=[0-9a-f]{32}",
+        lines[0],
+    )

@@ -1,4 +1,5 @@
-"""One finished turn's numbers: attempts per key, no-rows streaks, loops, time past the cap."""
+"""One finished turn's numbers: attempts per key (runs that progress resets), no-rows,
+same-result and failing streaks, loops, time past the cap."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from loopwatch.core.records import LlmMark, ToolCall, TurnMark
 UNKNOWN: Final = "unknown"
 REPEAT: Final = "repeat"
 NO_ROWS: Final = "no_rows"
+SAME_RESULT: Final = "same_result"
+FAILING: Final = "failing"
 
 
 # Summaries are built once per turn and never changed: plain slots classes build several times
@@ -35,6 +38,9 @@ class ToolSummary:
     # failed calls of a tool with no identity declaration: keyed on arguments minus free text
     calls_keyed_by_inference: int = 0
     looping_keys: tuple[tuple[AttemptKey, int], ...] = ()  # (key, attempts) at the threshold
+    # longest run of consecutive calls that got the same data (None: no result readable)
+    same_result_streak: int | None = None
+    failing_streak: int = 0  # longest run of consecutive failures with one error class
 
     # written out (init=False): compiled, dataclass's generated __init__ is Python code that
     # sets each field through its descriptor; this one is C
@@ -52,6 +58,8 @@ class ToolSummary:
         guard_decisions: tuple[tuple[str, int], ...] = (),
         calls_keyed_by_inference: int = 0,
         looping_keys: tuple[tuple[AttemptKey, int], ...] = (),
+        same_result_streak: int | None = None,
+        failing_streak: int = 0,
     ) -> None:
         self.tool = tool
         self.tool_version = tool_version
@@ -65,6 +73,8 @@ class ToolSummary:
         self.guard_decisions = guard_decisions
         self.calls_keyed_by_inference = calls_keyed_by_inference
         self.looping_keys = looping_keys
+        self.same_result_streak = same_result_streak
+        self.failing_streak = failing_streak
 
 
 @dataclass(init=False, slots=True)
@@ -334,8 +344,14 @@ def _tool_summary(
                 for c in key_calls[start + threshold : start + n]:
                     over_cap_ns += max(0, c.end_ns - c.start_ns)
                 start += n
-    # one pass over the tool's calls in start order
+    # one pass over the tool's calls in start order: no-rows, failing and same-result runs
     run = longest = bare = inferred = 0
+    fail_run = fail_longest = same_run = same_longest = 0
+    fail_class = fail_first = same_first = ""  # the run's class; the identity of its first key
+    fail_keys = same_keys = False  # the run holds more than one key
+    same_previous = 0
+    failing_threshold = config.failing_threshold_for(declaration)
+    same_threshold = config.same_result_threshold_for(declaration)
     readable, version = False, ""
     classes: dict[str, int] = {}
     for c in tool_calls:
@@ -346,9 +362,36 @@ def _tool_summary(
                 longest = run
         else:
             run = 0
+        error_class = c.error_class
+        if error_class != OK:
+            if fail_run and error_class == fail_class:
+                fail_run += 1
+                fail_keys = fail_keys or c.key.identity != fail_first
+            else:
+                fail_run, fail_class, fail_first, fail_keys = 1, error_class, c.key.identity, False
+            if fail_run > fail_longest:
+                fail_longest = fail_run
+            # a run of one key is that key's attempts (a repeat loop), not a streak of its own
+            if fail_keys and fail_run >= failing_threshold:
+                loops.add((error_class, FAILING))
+        else:
+            fail_run = 0
+        same = c.same_result
+        if not same:  # a failure, an empty result, an acknowledgement, a result not read
+            same_run = same_previous = 0
+        else:
+            if same == same_previous:
+                same_run += 1
+                same_keys = same_keys or c.key.identity != same_first
+            else:
+                same_run, same_previous, same_first, same_keys = 1, same, c.key.identity, False
+            if same_run > same_longest:
+                same_longest = same_run
+            if same_keys and same_run >= same_threshold:
+                loops.add((OK, SAME_RESULT))
         readable = readable or result != UNKNOWN
         version = version or c.tool_version
-        classes[c.error_class] = classes.get(c.error_class, 0) + 1
+        classes[error_class] = classes.get(error_class, 0) + 1
         if not c.arguments_known:
             bare += 1
         if c.key.inferred:
@@ -370,4 +413,6 @@ def _tool_summary(
         (),
         inferred,
         tuple(looping) if looping else (),
+        same_longest if readable else None,
+        fail_longest,
     )

@@ -63,7 +63,13 @@ def suggestion_lines(tool: ToolInfo, declaration: ToolDeclaration | None) -> lis
             f"; left out as free text: {', '.join(left_out)}" if left_out else ""
         )
     table, *body = declaration_toml(tool.name, identity, params)
-    for name in ("result", "loop_threshold", "no_rows_threshold"):
+    for name in (
+        "result",
+        "loop_threshold",
+        "no_rows_threshold",
+        "same_result_threshold",
+        "failing_threshold",
+    ):
         value = getattr(declaration, name, None)
         if value is not None:
             body.append(f"{name} = {toml_string(value) if isinstance(value, str) else value}")
