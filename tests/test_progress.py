@@ -470,3 +470,115 @@ def test_a_failing_loop_is_logged_with_its_streak_and_class(
         r"service=support-agent agent=support trace_id=[0-9a-f]{32}",
         lines[0],
     )
+
+
+# -- same-result streaks ---------------------------------------------------------------------------
+DOCUMENTS = [
+    {"id": "kb-114", "title": "Refunds for returned items", "updated": "2025-04-02T09:00:00Z"},
+    {"id": "kb-207", "title": "Return shipping labels", "updated": "2025-03-11T16:20:00Z"},
+]
+REWORDINGS = ("boots refund", "refund for returned boots", "where is my boots refund")
+
+
+def _searches(answer: Any = DOCUMENTS) -> list[Raw]:
+    return [Raw("search_kb", {"query": q, "limit": 5}, text(answer)) for q in REWORDINGS]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        Config(),
+        Config(tools={"search_kb": ToolDeclaration(identity=("query",))}),
+        Config(tools={"search_kb": ToolDeclaration(result="rows")}),
+    ],
+    ids=["undeclared", "declared", "rows"],
+)
+def test_three_reworded_searches_with_the_same_documents_are_a_same_result_loop(
+    config: Config,
+) -> None:
+    p = run(config, _searches())
+    assert p.value("loopwatch_same_result_streak_sum", tool="search_kb") == 3
+    assert p.value("loopwatch_same_result_streak_count", tool="search_kb") == 1
+    assert p.value("loopwatch_no_rows_streak_sum", tool="search_kb") == 0
+    assert p.value("loopwatch_turn_max_attempts_sum") == 1
+    loops = dict(tool="search_kb", error_class="ok", kind="same_result")
+    assert p.value("loopwatch_loops_total", **loops) == 1
+    assert p.value("loopwatch_loops_total") == 1
+    p.close()
+
+
+def test_a_same_result_streak_ends_where_the_answer_changes() -> None:
+    calls = _searches()
+    calls.insert(2, Raw("search_kb", {"query": "boots", "limit": 5}, text(DOCUMENTS[:1])))
+    p = run(Config(), calls)  # same, same, other, same: runs of 2 and 1
+    assert p.value("loopwatch_same_result_streak_sum", tool="search_kb") == 2
+    assert p.value("loopwatch_loops_total") == 0
+    p.close()
+    threshold = config_from_mapping({"defaults": {"same_result_threshold": 2}})
+    p = run(threshold, calls)
+    assert p.value("loopwatch_loops_total", kind="same_result") == 1
+    p.close()
+
+
+def test_the_same_data_for_other_targets_is_no_streak() -> None:
+    """Three directories that hold the same two files: other requests, not rewordings."""
+    calls = [Raw("list_dir", {"path": d}, "README.md\nsetup.py\n") for d in ("a", "b", "c")]
+    p = run(Config(), calls)
+    assert p.value("loopwatch_same_result_streak_sum", tool="list_dir") == 1
+    assert p.value("loopwatch_loops_total") == 0
+    p.close()
+
+
+def _bulk(answer: Any) -> list[Raw]:
+    return [
+        Raw(
+            "create_ticket",
+            {"customer_id": "c_40912", "order_id": str(88210 + i), "summary": "Refund missing"},
+            text(answer(i)),
+        )
+        for i in range(6)
+    ]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [lambda i: {"ticket_id": f"T-{i}"}, lambda i: {"status": "created"}, lambda i: None],
+    ids=["ticket-ids", "acknowledgement", "nothing"],
+)
+@pytest.mark.parametrize(
+    "config",
+    [
+        Config(),
+        Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))}),
+    ],
+    ids=["undeclared", "declared"],
+)
+def test_the_parallel_bulk_turn_is_no_loop(answer: Any, config: Config) -> None:
+    """Six different orders in one model step, answered with ticket ids, the same
+    acknowledgement or nothing: work, never a loop."""
+    p = run(config, _bulk(answer), parallel=True)
+    assert p.value("loopwatch_tool_calls_total", tool="create_ticket", error_class="ok") == 6
+    assert p.value("loopwatch_turn_max_attempts_sum") == 1
+    assert p.value("loopwatch_repeat_calls_total") == 0
+    assert p.value("loopwatch_same_result_streak_sum") == 0
+    assert p.value("loopwatch_failing_streak_sum") == 0
+    assert p.value("loopwatch_loops_total") == 0
+    p.close()
+
+
+def test_the_same_acknowledgement_for_reworded_messages_is_no_loop() -> None:
+    """Twenty-one different messages to one channel, each answered "sent": the text is the
+    work, and one acknowledgement again is no sign of a loop."""
+    calls = [
+        Raw(
+            "message",
+            {"action": "send", "target": "#support", "text": f"Update {i} on the refund"},
+            text({"ok": True, "status": "sent"}),
+        )
+        for i in range(21)
+    ]
+    p = run(Config(), calls)
+    assert p.value("loopwatch_same_result_streak_sum", tool="message") == 0
+    assert p.value("loopwatch_turn_max_attempts_sum") == 1
+    assert p.value("loopwatch_loops_total") == 0
+    p.close()
