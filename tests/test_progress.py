@@ -582,3 +582,63 @@ def test_the_same_acknowledgement_for_reworded_messages_is_no_loop() -> None:
     assert p.value("loopwatch_turn_max_attempts_sum") == 1
     assert p.value("loopwatch_loops_total") == 0
     p.close()
+
+
+# -- replay and compare ----------------------------------------------------------------------------
+def _stored(path: Any, turns: Sequence[Sequence[Raw]]) -> Any:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tests.replay_support import batches, write_collector_json
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    t = 1_767_225_600 * S
+    for calls in turns:
+        t = emit(provider.get_tracer("eval"), calls, t) + S
+    provider.shutdown()
+    return write_collector_json(path, batches(memory.get_finished_spans(), size=200))
+
+
+def test_replay_and_compare_report_each_kind_of_loop(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from loopwatch.cli import main
+
+    healthy = [_growing_polls(), _bulk(lambda i: {"ticket_id": f"T-{i}"})]
+    looping = [*healthy, _unknown_tool_calls(), _searches(), _unchanged_polls(), GREPS]
+    base = _stored(tmp_path / "base.json", healthy * 3)
+    cand = _stored(tmp_path / "cand.json", looping)
+    assert main(["replay", str(cand), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["turns"] == 6
+    assert report["turns_with_a_loop"] == 4
+    assert report["turns_with_a_loop_by_kind"] == {
+        "repeat": 1,
+        "no_rows": 1,
+        "same_result": 1,
+        "failing": 1,
+    }
+    loops = {(x["tool"], x["error_class"], x["kind"]): x["turns"] for x in report["loops"]}
+    assert loops == {
+        ("lookup_invoice", "not_found", "failing"): 1,
+        ("search_kb", "ok", "same_result"): 1,
+        ("process", "ok", "repeat"): 1,
+        ("grep", "ok", "no_rows"): 1,
+    }
+    assert main(["replay", str(cand)]) == 0
+    text_report = capsys.readouterr().out
+    assert "turns with a loop     repeat 1, no_rows 1, same_result 1, failing 1\n" in text_report
+    assert "    failing      consecutive failures of one class, whatever the arguments\n" in (
+        text_report
+    )
+    # one turn of each is too few to be a significant regression: exit 0, every kind named
+    assert main(["compare", str(base), str(cand), "--markdown", "-"]) == 0
+    out = capsys.readouterr().out
+    assert "  baseline turns with a loop:  repeat 0, no_rows 0, same_result 0, failing 0\n" in out
+    assert "  candidate turns with a loop: repeat 1, no_rows 1, same_result 1, failing 1\n" in out
+    assert "| failing | consecutive failures of one class, whatever the arguments | 0 | 1 |" in out
+    assert "| support | `lookup_invoice` | not_found | failing | 0/" in out
