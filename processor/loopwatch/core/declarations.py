@@ -75,6 +75,22 @@ def _threshold(tool: str, name: str, value: Any) -> int:
     return value
 
 
+# Compiled ``re:`` declarations, by declaration (few: one per tool that declares one).
+_PATTERNS: dict[str, re.Pattern[str]] = {}
+_PATTERNS_KEPT: Final = 256
+
+
+def declared_pattern(part: str) -> re.Pattern[str]:
+    """The compiled expression of a ``result = "re:..."`` declaration (raises re.error)."""
+    found = _PATTERNS.get(part)
+    if found is None:
+        found = re.compile(part[len(REGEX_RESULT) :])  # the user's pattern: their own cost
+        if len(_PATTERNS) >= _PATTERNS_KEPT:
+            _PATTERNS.clear()
+        _PATTERNS[part] = found
+    return found
+
+
 _THRESHOLDS = ("loop_threshold", "no_rows_threshold", "same_result_threshold", "failing_threshold")
 _KNOWN = {"identity", "reviewed_parameters", "result", *_THRESHOLDS}
 
@@ -89,7 +105,7 @@ def _result(tool: str, value: Any) -> str | None:
         )
     if value.startswith(REGEX_RESULT):
         try:
-            re.compile(value[len(REGEX_RESULT) :])
+            declared_pattern(value)
         except re.error as e:
             raise DeclarationError(
                 f"tool {tool!r}: result {value!r} is not a regular expression: {e}"

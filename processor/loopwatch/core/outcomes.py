@@ -9,7 +9,13 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from loopwatch.core import fingerprint as fingerprints
-from loopwatch.core.declarations import REGEX_RESULT, ROWS, WHOLE_RESULT, ToolDeclaration
+from loopwatch.core.declarations import (
+    REGEX_RESULT,
+    ROWS,
+    WHOLE_RESULT,
+    ToolDeclaration,
+    declared_pattern,
+)
 from loopwatch.core.identity import MISSING, canonical_json, get_path, short_hash
 
 OK: Final = "ok"
@@ -197,8 +203,8 @@ def declared_part(result: Any, part: str) -> Any:
         return result
     if part.startswith(REGEX_RESULT):
         text, _ = fingerprints.result_text(result)
-        # validated when declared; re's own cache keeps the compiled pattern
-        match = re.compile(part[len(REGEX_RESULT) :]).search(text, 0, fingerprints.MAX_HASHED_CHARS)
+        # (validated when declared)
+        match = declared_pattern(part).search(text, 0, fingerprints.MAX_HASHED_CHARS)
         if match is None:
             return MISSING
         groups = match.groups()
