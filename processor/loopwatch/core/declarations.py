@@ -75,19 +75,26 @@ def _threshold(tool: str, name: str, value: Any) -> int:
     return value
 
 
-# Compiled ``re:`` declarations, by declaration (few: one per tool that declares one).
-_PATTERNS: dict[str, re.Pattern[str]] = {}
+class _Patterns:
+    """Compiled ``re:`` declarations, by declaration (few: one per tool that declares one)."""
+
+    def __init__(self) -> None:
+        self.compiled: dict[str, re.Pattern[str]] = {}
+
+
+_PATTERNS: Final = _Patterns()
 _PATTERNS_KEPT: Final = 256
 
 
 def declared_pattern(part: str) -> re.Pattern[str]:
     """The compiled expression of a ``result = "re:..."`` declaration (raises re.error)."""
-    found = _PATTERNS.get(part)
+    compiled = _PATTERNS.compiled
+    found = compiled.get(part)
     if found is None:
         found = re.compile(part[len(REGEX_RESULT) :])  # the user's pattern: their own cost
-        if len(_PATTERNS) >= _PATTERNS_KEPT:
-            _PATTERNS.clear()
-        _PATTERNS[part] = found
+        if len(compiled) >= _PATTERNS_KEPT:
+            compiled.clear()
+        compiled[part] = found
     return found
 
 
