@@ -15,7 +15,7 @@ from loopwatch.core.assembler import DROP_REASONS, EVICT_REASONS
 from loopwatch.core.config import Config
 from loopwatch.core.outcomes import ERROR_CLASSES, OK
 from loopwatch.core.records import GUARD_DECISIONS, MALFORMED_REASONS, SPAN_KINDS
-from loopwatch.core.summary import NO_ROWS, REPEAT
+from loopwatch.core.summary import FAILING, NO_ROWS, REPEAT, SAME_RESULT
 
 PREFIX = "loopwatch_"
 ATTEMPT_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 64)
@@ -35,7 +35,7 @@ CHANGE = "change marker"
 HEALTH = "self-health"
 
 ERROR_CLASS_VALUES = (*ERROR_CLASSES, OK)
-LOOP_KINDS = (REPEAT, NO_ROWS)
+LOOP_KINDS = (REPEAT, NO_ROWS, SAME_RESULT, FAILING)
 DECISION_VALUES = (*sorted(GUARD_DECISIONS), OTHER)  # an unknown decision is read as other
 
 
@@ -106,6 +106,29 @@ NO_ROWS_STREAK = Metric(
     section=PER_TURN,
     note="0 when the tool always had rows.",
 )
+SAME_RESULT_STREAK = Metric(
+    "loopwatch_same_result_streak",
+    "histogram",
+    "Per tool with readable results in a turn: longest run of consecutive calls that got the "
+    "same data, whatever the wording of their arguments.",
+    (*TURN_LABELS, "tool"),
+    STREAK_BUCKETS,
+    section=PER_TURN,
+    note="Data: rows, a nested record or several lines of text (a one-line or flat answer such "
+    "as `sent` is an acknowledgement and breaks the run), or any result of a tool that declares "
+    "`result`; compared on the normalized result and the arguments minus free text. 0 when the "
+    "tool never returned data.",
+)
+FAILING_STREAK = Metric(
+    "loopwatch_failing_streak",
+    "histogram",
+    "Per tool used in a turn: longest run of consecutive failures with one error class, "
+    "whatever the arguments.",
+    (*TURN_LABELS, "tool"),
+    STREAK_BUCKETS,
+    section=PER_TURN,
+    note="0 when the tool never failed.",
+)
 TURNS = Metric(
     "loopwatch_turns_total",
     "counter",
@@ -116,12 +139,16 @@ TURNS = Metric(
 LOOPS = Metric(
     "loopwatch_loops_total",
     "counter",
-    "Turns in which a key of this tool and error class looped (kind repeat or no_rows).",
+    "Turns in which this tool looped, by error class and kind (repeat, no_rows, same_result, "
+    "failing).",
     (*TURN_LABELS, "tool", "error_class", "kind"),
     values={"error_class": ERROR_CLASS_VALUES, "kind": LOOP_KINDS},
     section=PER_TURN,
-    note="repeat: a key reached the loop threshold; no_rows: a no-rows streak reached its "
-    'threshold (error_class "ok").',
+    note="repeat: a key's attempts without progress reached the loop threshold; no_rows: a "
+    'no-rows streak reached its threshold (error_class "ok"); same_result: a same-result '
+    'streak over more than one key reached its threshold (error_class "ok"); failing: a '
+    "failing streak over more than one key reached its threshold (the error class of its "
+    "failures).",
 )
 TOOL_CALLS = Metric(
     "loopwatch_tool_calls_total",
@@ -268,6 +295,8 @@ _COUNTED = (
     TURN_MAX_ATTEMPTS,
     TOOL_MAX_ATTEMPTS,
     NO_ROWS_STREAK,
+    SAME_RESULT_STREAK,
+    FAILING_STREAK,
     TURNS,
     LOOPS,
     TOOL_CALLS,

@@ -22,7 +22,7 @@ from loopwatch.version import VERSION
 
 BOUNDED_LABELS = SPAN_LABELS
 # the defaults, read on an instance (compiled, Config's class holds no field defaults)
-SERIES_LIMIT = Config().series_limit  # per family: /metrics stays under ~40 MB (exposition_bound)
+SERIES_LIMIT = Config().series_limit  # per family: /metrics stays under ~57 MB (exposition_bound)
 LABEL_CHARS = Config().label_chars  # per label value
 _HASH_CHARS = 8
 
@@ -97,6 +97,8 @@ class LoopwatchMetrics:
         self.turn_max_attempts = f[catalog.TURN_MAX_ATTEMPTS.name]
         self.tool_max_attempts = f[catalog.TOOL_MAX_ATTEMPTS.name]
         self.no_rows_streak = f[catalog.NO_ROWS_STREAK.name]
+        self.same_result_streak = f[catalog.SAME_RESULT_STREAK.name]
+        self.failing_streak = f[catalog.FAILING_STREAK.name]
         self.turns = f[catalog.TURNS.name]
         self.loops = f[catalog.LOOPS.name]
         self.tool_calls = f[catalog.TOOL_CALLS.name]
@@ -187,6 +189,9 @@ class LoopwatchMetrics:
         turn_tool = (*turn, tool)
         if t.no_rows_streak is not None:
             self.no_rows_streak.observe(turn_tool, t.no_rows_streak, trace_id, now)
+        if t.same_result_streak is not None:
+            self.same_result_streak.observe(turn_tool, t.same_result_streak, trace_id, now)
+        self.failing_streak.observe(turn_tool, t.failing_streak, trace_id, now)
         for error_class, n in t.calls:
             self.tool_calls.inc((*turn_tool, error_class), n)
         for error_class, n in t.repeats:

@@ -51,7 +51,7 @@ _FINALIZED_MEMORY_FACTOR: Final = 4
 # record is a slotted object with its ids, times and names (plus the names' length); a record
 # under a parent is also an entry of the children index and of the referenced set; a span id in
 # a set; a trace's own objects.
-RECORD_BYTES: dict[type, int] = {ToolCall: 520, TurnMark: 300, LlmMark: 300, Link: 280}
+RECORD_BYTES: dict[type, int] = {ToolCall: 610, TurnMark: 300, LlmMark: 300, Link: 280}
 CHILD_BYTES: Final = 140
 SET_ENTRY_BYTES: Final = 70
 TRACE_BYTES: Final = 1000

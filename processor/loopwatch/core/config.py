@@ -27,6 +27,11 @@ class ConfigError(ValueError):
 class Config:
     loop_threshold: int = 3
     no_rows_threshold: int = 3
+    # None: each tool's no-rows threshold
+    same_result_threshold: int | None = None
+    # consecutive failures of one tool with one error class, over more than one key
+    # (docs: why 5)
+    failing_threshold: int = 5
     tools: Mapping[str, ToolDeclaration] = field(default_factory=dict)
     # from x-loopwatch on tool definitions; merged between the file and the decorator
     schema_tools: Mapping[str, ToolDeclaration] = field(default_factory=dict)
@@ -78,6 +83,18 @@ class Config:
             return decl.no_rows_threshold
         return self.no_rows_threshold
 
+    def same_result_threshold_for(self, decl: ToolDeclaration | None) -> int:
+        if decl is not None and decl.same_result_threshold is not None:
+            return decl.same_result_threshold
+        if self.same_result_threshold is not None:
+            return self.same_result_threshold
+        return self.no_rows_threshold_for(decl)
+
+    def failing_threshold_for(self, decl: ToolDeclaration | None) -> int:
+        if decl is not None and decl.failing_threshold is not None:
+            return decl.failing_threshold
+        return self.failing_threshold
+
     def with_tool_definitions(self, definitions: list[Mapping[str, Any]]) -> Config:
         """Add ``x-loopwatch`` declarations from OpenAI/MCP tool definitions."""
         from loopwatch.core.declarations import declarations_from_tool_definitions
@@ -92,6 +109,16 @@ _SETTINGS: dict[tuple[str, str], tuple[str, tuple[str, ...], type]] = {
     ("defaults", "no_rows_threshold"): (
         "no_rows_threshold",
         ("LOOPWATCH_NO_ROWS_THRESHOLD",),
+        int,
+    ),
+    ("defaults", "same_result_threshold"): (
+        "same_result_threshold",
+        ("LOOPWATCH_SAME_RESULT_THRESHOLD",),
+        int,
+    ),
+    ("defaults", "failing_threshold"): (
+        "failing_threshold",
+        ("LOOPWATCH_FAILING_THRESHOLD",),
         int,
     ),
     ("limits", "label_values"): ("label_limit", ("LOOPWATCH_LABEL_LIMIT",), int),
@@ -151,6 +178,8 @@ _SETTINGS: dict[tuple[str, str], tuple[str, tuple[str, ...], type]] = {
 _MINIMUM = {
     "loop_threshold": 2,
     "no_rows_threshold": 2,
+    "same_result_threshold": 2,
+    "failing_threshold": 2,
     "label_limit": 1,
     "series_limit": 1,
     "label_chars": 16,  # room for the hash suffix of a cut value

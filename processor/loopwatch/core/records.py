@@ -41,7 +41,7 @@ class ToolCall:
     tool: str
     key: AttemptKey
     error_class: str  # "ok" on success
-    result: str  # "empty", "rows", a result hash, or "unknown" when not readable
+    result: str  # "empty", "rows", a declared part's hash, or "unknown" when not readable
     arguments_known: bool
     tool_version: str
     agent: str | None
@@ -49,6 +49,12 @@ class ToolCall:
     # a successful call of an undeclared tool: the (inferred) identity its arguments key to as
     # a failed call, for when another layer of the same call saw it fail (core.layers)
     failed_identity: str | None = None
+    # a successful call's result fingerprint (core.fingerprint: NOT_KNOWN when failed or not
+    # readable, EMPTY when empty): a repeat of a key whose fingerprint changed made progress
+    fingerprint: int = 0
+    # for a result that is data: the fingerprint with the arguments' identity minus free text,
+    # equal in consecutive calls that got the same data for a reworded request (0: no data)
+    same_result: int = 0
 
     # written out (init=False): compiled, dataclass's generated __init__ is Python code that
     # sets each field through its descriptor; this one is C
@@ -67,6 +73,8 @@ class ToolCall:
         agent: str | None,
         guard: str | None = None,
         failed_identity: str | None = None,
+        fingerprint: int = 0,
+        same_result: int = 0,
     ) -> None:
         self.span_id = span_id
         self.parent_id = parent_id
@@ -81,6 +89,8 @@ class ToolCall:
         self.agent = agent
         self.guard = guard
         self.failed_identity = failed_identity
+        self.fingerprint = fingerprint
+        self.same_result = same_result
 
 
 @dataclass(init=False, slots=True)

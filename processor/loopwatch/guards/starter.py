@@ -115,7 +115,13 @@ def suggestion_lines(tool: ToolInfo, declaration: ToolDeclaration | None) -> lis
     else:
         table, *body = declaration_toml(tool.name, declaration.identity, params)
         lines = [table, f"{REVIEW} identity as declared already ({tool.source})", *body]
-    for name in ("result", "loop_threshold", "no_rows_threshold"):
+    for name in (
+        "result",
+        "loop_threshold",
+        "no_rows_threshold",
+        "same_result_threshold",
+        "failing_threshold",
+    ):
         value = getattr(declaration, name, None)
         if value is not None:
             lines.append(f"{name} = {toml_string(value) if isinstance(value, str) else value}")
