@@ -57,12 +57,12 @@ def test_twenty_one_messages_pasted_suggestion_is_no_loop(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="loopwatch")
     first = Pipeline(Config())
-    emit_turn(first.tracer, _sends("message"), 1000 * S)
+    emit_turn(first.tracer, _sends("team_message"), 1000 * S)
     assert first.value("loopwatch_turn_max_attempts_sum") == 1
-    warning, config = _pasted(caplog, "message", tmp_path)
+    warning, config = _pasted(caplog, "team_message", tmp_path)
     first.close()
     assert warning.endswith(
-        "[tools.message]\n"
+        "[tools.team_message]\n"
         "identity = [\n"
         f'    "action",  # {IN_VALUE}\n'
         f'    "target",  # {IN_VALUE}\n'
@@ -71,11 +71,11 @@ def test_twenty_one_messages_pasted_suggestion_is_no_loop(
         'reviewed_parameters = ["action", "target", "text"]'
     )
     assert "#deploys" not in warning and "Deploy" not in warning and '"send"' not in warning
-    assert config.declaration("message").identity == ("action", "target", "text")
+    assert config.declaration("team_message").identity == ("action", "target", "text")
 
     pasted = Pipeline(config)
-    emit_turn(pasted.tracer, _sends("message"), 1000 * S)
-    assert pasted.value("loopwatch_tool_calls_total", tool="message") == 21
+    emit_turn(pasted.tracer, _sends("team_message"), 1000 * S)
+    assert pasted.value("loopwatch_tool_calls_total", tool="team_message") == 21
     assert pasted.observations("loopwatch_turn_max_attempts")[1.0] == 1
     assert pasted.value("loopwatch_turn_max_attempts_sum") == 1
     assert pasted.value("loopwatch_loops_total") == 0
@@ -86,9 +86,9 @@ def test_twenty_one_messages_pasted_suggestion_is_no_loop(
     text = (tmp_path / "loopwatch.toml").read_text(encoding="utf-8")
     dropped.write_text(text.replace('    "text",', '    # "text",'), encoding="utf-8")
     merged = Pipeline(load_config(dropped))
-    emit_turn(merged.tracer, _sends("message"), 1000 * S)
+    emit_turn(merged.tracer, _sends("team_message"), 1000 * S)
     assert merged.value("loopwatch_turn_max_attempts_sum") == 21
-    assert merged.value("loopwatch_loops_total", tool="message", kind="repeat") == 1
+    assert merged.value("loopwatch_loops_total", tool="team_message", kind="repeat") == 1
     merged.close()
 
 
