@@ -14,7 +14,9 @@ the turn, its tool and a digest of its arguments, and a call id unique in the wh
 kept beside it as an alias. Where the history lost its start (an attribute limit), a unique
 call id is the stand-in, and the alias joins it to the same call read from a fuller history. A
 result goes to the call of its id when that id is unique, else to the oldest call still
-unanswered (of its id, when it has a repeated one).
+unanswered (of its id, when it has a repeated one). A history of results alone (the Responses
+API's ``previous_response_id``: the calls are in the previous model call's output) hands its
+results on as ``dangling``, for core.conversations to join to the calls an open turn awaits.
 
 Linear in the span: every message is read once, and at most ``Config.max_spans_per_turn`` calls
 are read from one history."""
@@ -89,6 +91,14 @@ def conversation(
     )
     asked, answers, position, unmatched = _history(inputs[first + 1 :], limit, keys)
     requested, without_id, over_limit = _requested(outputs or (), asked, limit, position, keys)
+    dangling: tuple[tuple[int | None, Any, bool | None], ...] = ()
+    if first < 0 and position == 0:  # results whose calls are in the previous call's output
+        dangling = tuple(
+            (call_span_id(r[0]) if r[0] else None, r[1], r[2])
+            for m in inputs[first + 1 :]
+            for r in m.results
+        )
+        unmatched = 0  # core.conversations joins them, and counts those it cannot
 
     asked_ids = {c: call_span_id(c) for c in asked}
 
@@ -103,6 +113,13 @@ def conversation(
         )
 
     requested_ids = frozenset(call_span_id(c) for c in requested)
+
+    def answer(stand_in: int, content: Any, is_error: bool | None) -> ToolCall | None:
+        for c, (t, a) in requested.items():
+            if call_span_id(c) == stand_in:
+                return _call(c, t, a, (content, is_error), end, config)
+        return None
+
     return Conversation(
         outputs is not None and bool(outputs) and not requested,
         calls,
@@ -121,6 +138,8 @@ def conversation(
             if n
         ),
         tuple((call_span_id(a), call_span_id(k)) for k, a in keys.aliases.items()),
+        dangling,
+        answer if requested else None,
     )
 
 

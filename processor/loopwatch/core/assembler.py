@@ -13,6 +13,7 @@ from loopwatch.core.config import Config
 from loopwatch.core.conversations import Conversations, Ready
 from loopwatch.core.loop_log import log_loops
 from loopwatch.core.records import (
+    RESULT_WITHOUT_CALL,
     UNREADABLE_HISTORY,
     Conversation,
     Link,
@@ -453,6 +454,10 @@ class TurnAssembler:
             self._ready.extend(done)
             for _ in range(evicted):
                 self.sink.evicted(EVICT_CAPACITY)
+        unjoined = self._conversations.results_without_call
+        if unjoined:
+            self._conversations.results_without_call = 0
+            self.sink.malformed(RESULT_WITHOUT_CALL, unjoined)
         self._sync_conversation_bytes()
         return True
 

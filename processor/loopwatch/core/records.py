@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from loopwatch.core.keys import AttemptKey
 
@@ -162,6 +162,12 @@ class Conversation:
     # they differ: a model call whose history lost the turn's start names the call by the
     # first, and core.conversations joins it to the second
     aliases: tuple[tuple[int, int], ...] = ()
+    # results sent in a history that holds no call at all (the Responses API's
+    # ``previous_response_id``: the calls are in the previous model call's output), in order:
+    # (the stand-in id of their call id, None without one; content; is_error)
+    dangling: tuple[tuple[int | None, Any, bool | None], ...] = ()
+    # builds one call this model call requested (by its stand-in id) with a result sent later
+    answer: Callable[[int, Any, bool | None], ToolCall | None] | None = None
 
 
 @dataclass(init=False, slots=True)
