@@ -1,0 +1,218 @@
+"""``loopwatch mcp-guard`` in front of a real stdio MCP server (tests/fixtures/mcp_guard/server.py),
+driven by the Python ``mcp`` client: reworded duplicates make one ticket, the circuit opens after
+three suppressed duplicates, tools/list is passed through byte for byte, an undeclared tool is
+keyed by inference and warned about, and the guard's decisions reach its /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from tests.helpers import exposition_sum
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVER = ROOT / "tests" / "fixtures" / "mcp_guard" / "server.py"
+CONFIG = """
+[tools.create_ticket]
+identity = ["customer_id", "order_id"]
+reviewed_parameters = ["customer_id", "order_id", "summary"]
+"""
+SUMMARIES = [
+    "Order 4411 arrived damaged",
+    "Customer reports order 4411 was damaged in transit",
+    "Damaged delivery for order 4411",
+    "Please open a ticket: order 4411 damaged",
+    "Order 4411: box crushed, items broken",
+    "Ticket for the damaged order 4411",
+]
+DEADLINE_SECONDS = 30.0
+
+
+def _env(tmp_path: Path, port: int) -> dict[str, str]:
+    return {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "processor"), str(ROOT)]),
+        "TICKETS_FILE": str(tmp_path / "tickets.txt"),
+        "LOOPWATCH_METRICS_PORT": str(port),
+        "OTEL_TRACES_EXPORTER": "none",
+    }
+
+
+def _guarded(tmp_path: Path, port: int) -> StdioServerParameters:
+    (tmp_path / "loopwatch.toml").write_text(CONFIG)
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "loopwatch.cli", "mcp-guard", "--", sys.executable, str(SERVER)],
+        env=_env(tmp_path, port),
+        cwd=tmp_path,
+    )
+
+
+def _direct(tmp_path: Path, port: int) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable, args=[str(SERVER)], env=_env(tmp_path, port), cwd=tmp_path
+    )
+
+
+def _metrics(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return str(response.read().decode())
+
+
+def _wait_for_decisions(port: int, expected: dict[str, float]) -> dict[str, float]:
+    """The guard's decision counts once they reach ``expected`` (or the last seen at the
+    deadline): its processor counts a span when the span ends, after the answer was sent."""
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while True:
+        text = _metrics(port)
+        seen = {
+            decision: exposition_sum(
+                text, "loopwatch_guard_decisions_total", tool="create_ticket", decision=decision
+            )
+            for decision in expected
+        }
+        if seen == expected or time.monotonic() > deadline:
+            return seen
+        time.sleep(0.05)
+
+
+def _text(result: Any) -> str:
+    return "\n".join(block.text for block in result.content)
+
+
+async def _session(params: StdioServerParameters, errlog: Any, body: Callable[..., Any]) -> Any:
+    async with (
+        stdio_client(params, errlog=errlog) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        return await body(session)
+
+
+def test_six_reworded_calls_make_one_ticket_and_open_the_circuit(
+    tmp_path: Path, free_port: Callable[[], int]
+) -> None:
+    port = free_port()
+
+    async def six_calls(session: ClientSession) -> tuple[list[Any], dict[str, float]]:
+        results = []
+        for summary in SUMMARIES:
+            arguments = {"customer_id": "C-1042", "order_id": "4411", "summary": summary}
+            results.append(await session.call_tool("create_ticket", arguments))
+        expected = {"suppressed": 3.0, "circuit_open": 2.0}
+        return results, _wait_for_decisions(port, expected)
+
+    with open(tmp_path / "stderr.txt", "w") as errlog:
+        results, decisions = asyncio.run(_session(_guarded(tmp_path, port), errlog, six_calls))
+
+    assert (tmp_path / "tickets.txt").read_text().count("\n") == 1
+    first = results[0].model_dump(mode="json")
+    assert results[0].is_error is False and _text(results[0]) == "T-1"
+    # calls 2-4: the first result replayed, unchanged
+    assert [r.model_dump(mode="json") for r in results[1:4]] == [first] * 3
+    # calls 5-6: past three suppressed duplicates, the circuit is open
+    assert [r.is_error for r in results] == [False, False, False, False, True, True]
+    for stopped in results[4:]:
+        assert _text(stopped) == (
+            "STOPPED by loopwatch: create_ticket was not run. The same request was already "
+            "made and 3 duplicates of it were refused. Do not call it again. Report the first "
+            "outcome to the user."
+        )
+    assert decisions == {"suppressed": 3.0, "circuit_open": 2.0}
+
+
+def test_undeclared_tool_is_keyed_by_inference_and_warned(
+    tmp_path: Path, free_port: Callable[[], int]
+) -> None:
+    port = free_port()
+
+    async def four_searches(session: ClientSession) -> list[Any]:
+        return [
+            await session.call_tool("search_orders", {"query": "damaged order 4411"})
+            for _ in range(4)
+        ]
+
+    with open(tmp_path / "stderr.txt", "w") as errlog:
+        results = asyncio.run(_session(_guarded(tmp_path, port), errlog, four_searches))
+
+    # the breaker's cap: three identical empty searches run (the loop threshold), the fourth
+    # is stopped
+    assert [r.is_error for r in results] == [False, False, False, True]
+    assert _text(results[3]).startswith(
+        "STOPPED by loopwatch: search_orders was not run again. The last 3 attempts with the "
+        "same arguments returned nothing each time."
+    )
+    log = (tmp_path / "stderr.txt").read_text()
+    assert log.count("tool 'search_orders' has no identity declaration") == 1
+    assert "damaged order 4411" not in log  # names only, never values
+
+
+def test_tools_list_is_identical_to_the_servers_own(
+    tmp_path: Path, free_port: Callable[[], int]
+) -> None:
+    async def tools(session: ClientSession) -> Any:
+        return (await session.list_tools()).model_dump(mode="json", by_alias=True)
+
+    with open(tmp_path / "stderr.txt", "w") as errlog:
+        direct = asyncio.run(_session(_direct(tmp_path, free_port()), errlog, tools))
+        guarded = asyncio.run(_session(_guarded(tmp_path, free_port()), errlog, tools))
+    assert [t["name"] for t in direct["tools"]] == ["create_ticket", "search_orders"]
+    assert json.dumps(guarded, sort_keys=True) == json.dumps(direct, sort_keys=True)
+
+
+def _raw_tools_list(command: list[str], env: dict[str, str], cwd: Path) -> bytes:
+    """The tools/list response line exactly as written to the client's stdin."""
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+    ]
+    with subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=cwd,
+    ) as process:
+        assert process.stdin is not None and process.stdout is not None
+        for line in lines:
+            process.stdin.write(json.dumps(line).encode() + b"\n")
+            process.stdin.flush()
+        found = b""
+        for _ in range(2):  # the initialize response, then the tools/list response
+            found = process.stdout.readline()
+        process.stdin.close()
+        process.wait(timeout=DEADLINE_SECONDS)
+    return found
+
+
+def test_tools_list_is_byte_identical(tmp_path: Path, free_port: Callable[[], int]) -> None:
+    (tmp_path / "loopwatch.toml").write_text(CONFIG)
+    env = _env(tmp_path, free_port())
+    server = [sys.executable, str(SERVER)]
+    direct = _raw_tools_list(server, env, tmp_path)
+    guard = [sys.executable, "-m", "loopwatch.cli", "mcp-guard", "--", *server]
+    guarded = _raw_tools_list(guard, env, tmp_path)
+    assert json.loads(direct)["id"] == 2 and b'"create_ticket"' in direct
+    assert guarded == direct
