@@ -216,3 +216,31 @@ def test_tools_list_is_byte_identical(tmp_path: Path, free_port: Callable[[], in
     guarded = _raw_tools_list(guard, env, tmp_path)
     assert json.loads(direct)["id"] == 2 and b'"create_ticket"' in direct
     assert guarded == direct
+
+
+def test_a_sqlite_store_replays_across_guard_restarts(
+    tmp_path: Path, free_port: Callable[[], int]
+) -> None:
+    """Two guard processes one after the other (a client restarted), sharing a SQLite file
+    given by --store, with the declarations from --config: still one ticket."""
+    config = tmp_path / "declared.toml"
+    config.write_text(CONFIG)
+    store = f"sqlite:///{tmp_path / 'guards.db'}"
+
+    def guard(port: int) -> StdioServerParameters:
+        args = ["-m", "loopwatch.cli", "mcp-guard", "--config", str(config), "--store", store]
+        args += ["--", sys.executable, str(SERVER)]
+        return StdioServerParameters(
+            command=sys.executable, args=args, env=_env(tmp_path, port), cwd=ROOT
+        )
+
+    async def one_call(session: ClientSession) -> Any:
+        arguments = {"customer_id": "C-1042", "order_id": "4411", "summary": SUMMARIES[0]}
+        return await session.call_tool("create_ticket", arguments)
+
+    with open(tmp_path / "stderr.txt", "w") as errlog:
+        first = asyncio.run(_session(guard(free_port()), errlog, one_call))
+        again = asyncio.run(_session(guard(free_port()), errlog, one_call))
+    assert (tmp_path / "tickets.txt").read_text().count("\n") == 1
+    assert _text(first) == _text(again) == "T-1"
+    assert again.is_error is False
