@@ -244,3 +244,55 @@ def test_a_sqlite_store_replays_across_guard_restarts(
     assert (tmp_path / "tickets.txt").read_text().count("\n") == 1
     assert _text(first) == _text(again) == "T-1"
     assert again.is_error is False
+
+
+def test_a_call_without_its_identity_fields_reaches_the_server(
+    tmp_path: Path, free_port: Callable[[], int]
+) -> None:
+    """The arbiter cannot key it; the server judges the arguments, and the session goes on."""
+    port = free_port()
+
+    async def calls(session: ClientSession) -> list[Any]:
+        missing = await session.call_tool("create_ticket", {"customer_id": "C-1042"})
+        arguments = {"customer_id": "C-1042", "order_id": "4411", "summary": SUMMARIES[0]}
+        return [missing, await session.call_tool("create_ticket", arguments)]
+
+    with open(tmp_path / "stderr.txt", "w") as errlog:
+        missing, made = asyncio.run(_session(_guarded(tmp_path, port), errlog, calls))
+    assert missing.is_error is True and "order_id" in _text(missing)
+    assert "loopwatch" not in _text(missing)  # the server's own answer
+    assert made.is_error is False and _text(made) == "T-1"
+
+
+def test_the_guard_exits_with_its_server(tmp_path: Path) -> None:
+    """A server that exits ends the guard with its exit code, while the client still holds
+    the guard's stdin open; a command that cannot start is exit 2, named."""
+    env = _env(tmp_path, 0)
+    guard = [sys.executable, "-m", "loopwatch.cli", "mcp-guard", "--"]
+    with subprocess.Popen(
+        [*guard, sys.executable, "-c", "import sys; sys.exit(3)"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    ) as process:
+        assert process.wait(timeout=DEADLINE_SECONDS) == 3
+        assert process.stdout is not None and process.stdout.read() == b""
+        assert process.stdin is not None
+        process.stdin.close()
+    missing = subprocess.run(
+        [*guard, str(tmp_path / "no-such-server")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=DEADLINE_SECONDS,
+    )
+    assert missing.returncode == 2
+    assert f"loopwatch mcp-guard: cannot start {tmp_path / 'no-such-server'}:" in missing.stderr
+    nothing = subprocess.run(
+        [*guard[:-1]], capture_output=True, text=True, env=env, timeout=DEADLINE_SECONDS
+    )
+    assert nothing.returncode == 2
+    assert "loopwatch mcp-guard: give the MCP server to start after --" in nothing.stderr

@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 import threading
 from dataclasses import dataclass
@@ -83,8 +84,12 @@ class Guard:
             return None
         tool, arguments = params.name, dict(params.arguments or {})
         span = self._span(tool, arguments)
-        with trace.use_span(span, end_on_exit=False):
-            answer = self._decide(request_id, tool, arguments, span)
+        try:
+            with trace.use_span(span, end_on_exit=False):
+                answer = self._decide(request_id, tool, arguments, span)
+        except BaseException:
+            span.end()
+            raise
         if answer is not None:
             span.end()
         return answer
@@ -95,7 +100,10 @@ class Guard:
         admitted: Admitted | None = None
         declaration = self.config.declaration(tool)
         if declaration is not None and declaration.identity is not None:
-            verdict = self.arbiter.admit(tool, arguments)
+            try:
+                verdict = self.arbiter.admit(tool, arguments)
+            except ValueError:  # an identity field missing: the server judges the arguments
+                verdict = None
             if isinstance(verdict, Replay):
                 if verdict.error is not None:
                     return _error_response(request_id, str(verdict.error))
@@ -234,18 +242,53 @@ def _parse(line: bytes) -> dict[str, Any] | None:
     return message if isinstance(message, dict) else None
 
 
-async def _client_to_server(guard: Guard, server: asyncio.subprocess.Process, out: _Output) -> None:
-    loop = asyncio.get_running_loop()
-    assert server.stdin is not None
-    stdin = sys.stdin.buffer
+def _read_stdin(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes]) -> None:
+    """Our stdin, line by line, then b"" at its end. A daemon thread reading the descriptor
+    itself: a read blocked in it must neither keep the guard alive once the server has exited
+    nor hold the lock of sys.stdin's buffer at exit."""
+    fd = sys.stdin.fileno()
+    held: list[bytes] = []  # the start of a line, in parts: a long line is joined once
     while True:
-        line = await loop.run_in_executor(None, stdin.readline)
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            if held:
+                loop.call_soon_threadsafe(lines.put_nowait, b"".join(held))
+            loop.call_soon_threadsafe(lines.put_nowait, b"")
+            return
+        *complete, rest = chunk.split(b"\n")
+        for part in complete:
+            held.append(part + b"\n")
+            loop.call_soon_threadsafe(lines.put_nowait, b"".join(held))
+            held = []
+        if rest:
+            held.append(rest)
+
+
+def _answer(guard: Guard, message: dict[str, Any]) -> dict[str, Any] | None:
+    """The guard's answer to a tools/call, or None to forward it; a failure of the guard
+    itself forwards the call unguarded (logged), never ends the session."""
+    try:
+        return guard.request(message)
+    except Exception as e:
+        log.error("loopwatch mcp-guard: tools/call forwarded unguarded: %s", e, exc_info=True)
+        return None
+
+
+async def _client_to_server(guard: Guard, server: asyncio.subprocess.Process, out: _Output) -> None:
+    assert server.stdin is not None
+    lines: asyncio.Queue[bytes] = asyncio.Queue()
+    reader = threading.Thread(
+        target=_read_stdin, args=(asyncio.get_running_loop(), lines), daemon=True
+    )
+    reader.start()
+    while True:
+        line = await lines.get()
         if not line:
             break
         message = _parse(line)
         if message is not None and "id" in message:
             if message.get("method") == "tools/call":
-                answer = guard.request(message)
+                answer = _answer(guard, message)
                 if answer is not None:
                     out.write(json.dumps(answer, separators=(",", ":")).encode())
                     continue
@@ -266,7 +309,10 @@ async def _server_to_client(guard: Guard, server: asyncio.subprocess.Process, ou
             return
         message = _parse(line)
         if message is not None and "method" not in message and "id" in message:
-            guard.response(message)
+            try:
+                guard.response(message)
+            except Exception as e:  # the answer still reaches the client
+                log.error("loopwatch mcp-guard: outcome not recorded: %s", e, exc_info=True)
         out.write(line)
 
 
