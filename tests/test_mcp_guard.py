@@ -296,3 +296,20 @@ def test_the_guard_exits_with_its_server(tmp_path: Path) -> None:
     )
     assert nothing.returncode == 2
     assert "loopwatch mcp-guard: give the MCP server to start after --" in nothing.stderr
+
+
+def test_a_long_request_line_arrives_whole(tmp_path: Path, free_port: Callable[[], int]) -> None:
+    """A request far longer than one read of the guard's stdin (2 MiB of summary) reaches the
+    server as one line, and its duplicate is still recognised."""
+    port = free_port()
+    summary = "x" * (2 * 1024 * 1024)
+
+    async def calls(session: ClientSession) -> list[Any]:
+        arguments = {"customer_id": "C-1042", "order_id": "4411", "summary": summary}
+        first = await session.call_tool("create_ticket", arguments)
+        return [first, await session.call_tool("create_ticket", {**arguments, "summary": "y"})]
+
+    with open(tmp_path / "stderr.txt", "w") as errlog:
+        first, again = asyncio.run(_session(_guarded(tmp_path, port), errlog, calls))
+    assert _text(first) == _text(again) == "T-1"
+    assert (tmp_path / "tickets.txt").read_text() == f"C-1042\t4411\t{summary}\n"
