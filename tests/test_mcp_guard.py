@@ -70,17 +70,20 @@ def _metrics(port: int) -> str:
         return str(response.read().decode())
 
 
-def _wait_for_decisions(port: int, expected: dict[str, float]) -> dict[str, float]:
-    """The guard's decision counts once they reach ``expected`` (or the last seen at the
-    deadline): its processor counts a span when the span ends, after the answer was sent."""
+def _wait_for_counts(port: int, expected: dict[str, float]) -> dict[str, float]:
+    """create_ticket's counts on the guard's /metrics once they reach ``expected`` (or the last
+    seen at the deadline): its processor counts a span after the answer was sent. Keys are
+    guard decisions, and "executed" for the calls that ran."""
     deadline = time.monotonic() + DEADLINE_SECONDS
     while True:
         text = _metrics(port)
         seen = {
-            decision: exposition_sum(
-                text, "loopwatch_guard_decisions_total", tool="create_ticket", decision=decision
+            name: exposition_sum(text, "loopwatch_tool_calls_total", tool="create_ticket")
+            if name == "executed"
+            else exposition_sum(
+                text, "loopwatch_guard_decisions_total", tool="create_ticket", decision=name
             )
-            for decision in expected
+            for name in expected
         }
         if seen == expected or time.monotonic() > deadline:
             return seen
@@ -110,8 +113,8 @@ def test_six_reworded_calls_make_one_ticket_and_open_the_circuit(
         for summary in SUMMARIES:
             arguments = {"customer_id": "C-1042", "order_id": "4411", "summary": summary}
             results.append(await session.call_tool("create_ticket", arguments))
-        expected = {"suppressed": 3.0, "circuit_open": 2.0}
-        return results, _wait_for_decisions(port, expected)
+        expected = {"executed": 1.0, "suppressed": 3.0, "circuit_open": 2.0}
+        return results, _wait_for_counts(port, expected)
 
     with open(tmp_path / "stderr.txt", "w") as errlog:
         results, decisions = asyncio.run(_session(_guarded(tmp_path, port), errlog, six_calls))
@@ -129,7 +132,8 @@ def test_six_reworded_calls_make_one_ticket_and_open_the_circuit(
             "made and 3 duplicates of it were refused. Do not call it again. Report the first "
             "outcome to the user."
         )
-    assert decisions == {"suppressed": 3.0, "circuit_open": 2.0}
+    # one call ran (an attempt the monitor counts), five were answered by the guard
+    assert decisions == {"executed": 1.0, "suppressed": 3.0, "circuit_open": 2.0}
 
 
 def test_undeclared_tool_is_keyed_by_inference_and_warned(
