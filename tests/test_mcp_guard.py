@@ -317,3 +317,38 @@ def test_a_long_request_line_arrives_whole(tmp_path: Path, free_port: Callable[[
         first, again = asyncio.run(_session(_guarded(tmp_path, port), errlog, calls))
     assert _text(first) == _text(again) == "T-1"
     assert (tmp_path / "tickets.txt").read_text() == f"C-1042\t4411\t{summary}\n"
+
+
+def test_a_turn_ends_after_the_idle_timeout() -> None:
+    """The breaker's turn ends when no call has come for idle_timeout_seconds (clock
+    injected): a fourth identical search right away is stopped, one after the pause runs."""
+    from loopwatch.core.config import Config
+    from loopwatch.guards.arbiter import IdempotencyArbiter
+    from loopwatch.guards.breaker import LoopBreaker
+    from loopwatch.guards.mcp_guard import Guard
+
+    now = [0.0]
+    config = Config(idle_timeout_seconds=300.0)
+    guard = Guard(config, IdempotencyArbiter(config), LoopBreaker(config), clock=lambda: now[0])
+
+    def search(request_id: int) -> bool:
+        """True when the call is forwarded (its empty result then answered by the server)."""
+        params = {"name": "search_orders", "arguments": {"query": "damaged order 4411"}}
+        request = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+        answer = guard.request(request)
+        if answer is not None:
+            assert answer["result"]["isError"] is True
+            return False
+        result = {"content": [], "structuredContent": {"result": []}, "isError": False}
+        guard.response({"jsonrpc": "2.0", "id": request_id, "result": result})
+        return True
+
+    forwarded = []
+    for request_id in range(1, 5):
+        now[0] += 10.0
+        forwarded.append(search(request_id))
+    now[0] += 300.0  # not past the timeout yet
+    forwarded.append(search(5))
+    now[0] += 300.5
+    forwarded.append(search(6))
+    assert forwarded == [True, True, True, False, False, True]

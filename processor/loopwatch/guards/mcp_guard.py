@@ -18,6 +18,8 @@ import logging
 import os
 import sys
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,17 +64,38 @@ class _Call:
     span: Span
     admitted: Admitted | None
     pending: Pending
+    turn: BreakerTurn
 
 
 class Guard:
-    """Decides each ``tools/call`` request; plain data in and out, no I/O."""
+    """Decides each ``tools/call`` request; plain data in and out, no I/O.
 
-    def __init__(self, config: Config, arbiter: IdempotencyArbiter, turn: BreakerTurn) -> None:
+    The breaker counts per turn, and an MCP server sees no turns: a turn here ends when no call
+    has come for ``idle_timeout_seconds``, as the processor ends a trace whose root never ends.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        arbiter: IdempotencyArbiter,
+        breaker: LoopBreaker,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.config = config
         self.arbiter = arbiter
-        self.turn = turn
+        self.breaker = breaker
+        self.turn = breaker.new_turn()
+        self._clock = clock
+        self._last_call: float | None = None
         self._tracer = trace.get_tracer(_TRACER)
         self._calls: dict[Any, _Call] = {}
+
+    def _current_turn(self) -> BreakerTurn:
+        now = self._clock()
+        last, self._last_call = self._last_call, now
+        if last is not None and now - last > self.config.idle_timeout_seconds:
+            self.turn = self.breaker.new_turn()
+        return self.turn
 
     def request(self, message: dict[str, Any]) -> dict[str, Any] | None:
         """A tools/call request: the response to send back instead of forwarding it, or None
@@ -97,6 +120,7 @@ class Guard:
     def _decide(
         self, request_id: Any, tool: str, arguments: dict[str, Any], span: Span
     ) -> dict[str, Any] | None:
+        turn = self._current_turn()  # every call counts as activity, replayed ones too
         admitted: Admitted | None = None
         declaration = self.config.declaration(tool)
         if declaration is not None and declaration.identity is not None:
@@ -111,14 +135,14 @@ class Guard:
             if isinstance(verdict, TerminalResult):
                 return _terminal(request_id, verdict)
             admitted = verdict
-        pending = self.turn.before(tool, arguments)
+        pending = turn.before(tool, arguments)
         if isinstance(pending, TerminalResult):
             if admitted is not None:  # not run: its duplicates get the same stop
                 self.arbiter.done(admitted, _terminal(request_id, pending)["result"])
             return _terminal(request_id, pending)
         if len(self._calls) >= _MAX_PENDING:  # a client that never reads its answers
             self._forget(next(iter(self._calls)))
-        self._calls[_id_key(request_id)] = _Call(span, admitted, pending)
+        self._calls[_id_key(request_id)] = _Call(span, admitted, pending, turn)
         return None
 
     def response(self, message: dict[str, Any]) -> None:
@@ -134,7 +158,7 @@ class Guard:
             else:
                 text = error.get("message") if isinstance(error, dict) else None
                 failure = RuntimeError(str(text or "no result"))
-                self.turn.after(call.pending, error=failure)
+                call.turn.after(call.pending, error=failure)
                 if call.admitted is not None:
                     self.arbiter.done(call.admitted, error=failure)
                 call.span.set_attribute("error.type", "tool_error")
@@ -148,14 +172,14 @@ class Guard:
     def _forget(self, key: Any) -> None:
         call = self._calls.pop(key, None)
         if call is not None:
-            self.turn.after(call.pending, error=RuntimeError("cancelled"))
+            call.turn.after(call.pending, error=RuntimeError("cancelled"))
             call.span.set_attribute("error.type", "cancelled")
             call.span.end()
 
     def _finish(self, call: _Call, result: dict[str, Any]) -> None:
         is_error = result.get("isError") is True
         value = result if is_error else _value(result)
-        self.turn.after(call.pending, value)
+        call.turn.after(call.pending, value)
         if call.admitted is not None:
             self.arbiter.done(call.admitted, result)
         text = _result_text(result)
@@ -355,7 +379,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"loopwatch mcp-guard: {e}", file=sys.stderr)
         return 2
     instrument(config=config, frameworks=False)
-    guard = Guard(config, arbiter, LoopBreaker(config).new_turn())
+    guard = Guard(config, arbiter, LoopBreaker(config))
     try:
         code = asyncio.run(_proxy(guard, command))
     except OSError as e:
