@@ -352,3 +352,42 @@ def test_a_turn_ends_after_the_idle_timeout() -> None:
     now[0] += 300.5
     forwarded.append(search(6))
     assert forwarded == [True, True, True, False, False, True]
+
+
+def test_a_duplicate_while_the_first_runs_gets_in_progress(tmp_path: Path) -> None:
+    """In process, on a SQLite store: the second call arrives before the server answered the
+    first; after the answer, duplicates get the first result. A cancelled call leaves its key
+    claimed (its outcome is unknown) and ends its span."""
+    from loopwatch.core.config import load_config
+    from loopwatch.guards.arbiter import IdempotencyArbiter
+    from loopwatch.guards.breaker import LoopBreaker
+    from loopwatch.guards.mcp_guard import Guard
+
+    (tmp_path / "loopwatch.toml").write_text(CONFIG)
+    config = load_config(tmp_path / "loopwatch.toml")
+    arbiter = IdempotencyArbiter(config, store=f"sqlite:///{tmp_path / 'guards.db'}")
+    guard = Guard(config, arbiter, LoopBreaker(config))
+
+    def call(request_id: int, order_id: str) -> dict[str, Any] | None:
+        arguments = {"customer_id": "C-1042", "order_id": order_id, "summary": SUMMARIES[0]}
+        params = {"name": "create_ticket", "arguments": arguments}
+        return guard.request(
+            {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+        )
+
+    assert call(1, "4411") is None  # forwarded
+    running = call(2, "4411")
+    assert running is not None and running["result"]["isError"] is True
+    assert running["result"]["content"][0]["text"].startswith(
+        "SUPPRESSED by loopwatch: create_ticket was not run. The same request is already in "
+        "progress"
+    )
+    first = {"content": [{"type": "text", "text": "T-1"}], "isError": False}
+    guard.response({"jsonrpc": "2.0", "id": 1, "result": first})
+    assert call(3, "4411") == {"jsonrpc": "2.0", "id": 3, "result": first}
+
+    assert call(4, "9000") is None
+    guard.cancelled(4)
+    unknown = call(5, "9000")
+    assert unknown is not None and "already in progress" in unknown["result"]["content"][0]["text"]
+    arbiter.close()
