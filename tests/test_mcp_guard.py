@@ -391,3 +391,47 @@ def test_a_duplicate_while_the_first_runs_gets_in_progress(tmp_path: Path) -> No
     unknown = call(5, "9000")
     assert unknown is not None and "already in progress" in unknown["result"]["content"][0]["text"]
     arbiter.close()
+
+
+def test_x_loopwatch_in_the_servers_tools_list_declares_an_identity(
+    caplog: Any,
+) -> None:
+    """In process: before the server has listed its tools, open_case is undeclared (the arbiter
+    cannot key it); once its tools/list answer carries x-loopwatch, a reworded duplicate gets
+    the first result. A broken x-loopwatch is warned about and changes nothing."""
+    from loopwatch.core.config import Config
+    from loopwatch.guards.arbiter import IdempotencyArbiter
+    from loopwatch.guards.breaker import LoopBreaker
+    from loopwatch.guards.mcp_guard import Guard
+
+    config = Config()
+    guard = Guard(config, IdempotencyArbiter(config), LoopBreaker(config))
+    first = {"content": [{"type": "text", "text": "CASE-1"}], "isError": False}
+
+    def call(request_id: int, text: str) -> dict[str, Any] | None:
+        arguments = {"account": "A-7", "text": text}
+        params = {"name": "open_case", "arguments": arguments}
+        request = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+        answer = guard.request(request)
+        if answer is None:
+            guard.response({"jsonrpc": "2.0", "id": request_id, "result": first})
+        return answer
+
+    def tools(request_id: int, extension: Any) -> None:
+        schema = {
+            "type": "object",
+            "properties": {"account": {"type": "string"}, "text": {"type": "string"}},
+            "x-loopwatch": extension,
+        }
+        guard.listing(request_id)
+        listed = {"tools": [{"name": "open_case", "inputSchema": schema}]}
+        guard.response({"jsonrpc": "2.0", "id": request_id, "result": listed})
+
+    assert call(1, "Printer is broken") is None
+    assert call(2, "The printer does not work") is None  # undeclared: forwarded
+    tools(3, "not a table")
+    assert "x-loopwatch of the server's tools not read" in caplog.text
+    assert call(4, "Printer broken again") is None
+    tools(5, {"identity": ["account"]})
+    assert call(6, "Printer still broken") is None  # the first call of the declared key
+    assert call(7, "Printer: still broken") == {"jsonrpc": "2.0", "id": 7, "result": first}

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mcp.types import CallToolRequestParams
@@ -29,6 +29,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from loopwatch import tracing
 from loopwatch.core.config import Config, ConfigError, load_config
+from loopwatch.core.declarations import DeclarationError
 from loopwatch.guards.arbiter import Admitted, IdempotencyArbiter, Replay
 from loopwatch.guards.breaker import BreakerTurn, LoopBreaker, Pending
 from loopwatch.guards.stores import StoreError
@@ -41,6 +42,7 @@ _TRACER = "loopwatch.mcp_guard"
 _MAX_RESULT_CHARS = 4096
 # tools/call requests forwarded and not yet answered; past this the oldest is forgotten
 _MAX_PENDING = 10_000
+_MAX_LISTINGS = 100
 # how long the real server gets to exit after the client has gone
 _EXIT_GRACE_SECONDS = 5.0
 
@@ -89,6 +91,29 @@ class Guard:
         self._last_call: float | None = None
         self._tracer = trace.get_tracer(_TRACER)
         self._calls: dict[Any, _Call] = {}
+        # tools/list requests forwarded, whose answers may carry x-loopwatch declarations
+        self._listings: dict[Any, None] = {}
+
+    def listing(self, request_id: Any) -> None:
+        """A tools/list request on its way to the server."""
+        if len(self._listings) >= _MAX_LISTINGS:
+            del self._listings[next(iter(self._listings))]
+        self._listings[_id_key(request_id)] = None
+
+    def _learn(self, tools: list[Any]) -> None:
+        """Declarations from the ``x-loopwatch`` of the server's tool schemas; the file's
+        declarations are merged under them, as everywhere else."""
+        try:
+            config = self.config.with_tool_definitions(tools)
+        except DeclarationError as e:
+            log.warning("loopwatch mcp-guard: x-loopwatch of the server's tools not read: %s", e)
+            return
+        if config.schema_tools == self.config.schema_tools:
+            return
+        self.config = config
+        self.arbiter.config = config
+        self.breaker = replace(self.breaker, config=config)
+        self.turn.breaker = self.breaker
 
     def _current_turn(self) -> BreakerTurn:
         now = self._clock()
@@ -146,8 +171,16 @@ class Guard:
         return None
 
     def response(self, message: dict[str, Any]) -> None:
-        """The server's answer to a forwarded tools/call (any other message is ignored)."""
-        call = self._calls.pop(_id_key(message.get("id")), None)
+        """The server's answer to a forwarded tools/call or tools/list (any other message is
+        ignored)."""
+        key = _id_key(message.get("id"))
+        if self._listings.pop(key, 0) is None:
+            listed = message.get("result")
+            tools = listed.get("tools") if isinstance(listed, dict) else None
+            if isinstance(tools, list):
+                self._learn(tools)
+            return
+        call = self._calls.pop(key, None)
         if call is None:
             return
         result = message.get("result")
@@ -311,7 +344,9 @@ async def _client_to_server(guard: Guard, server: asyncio.subprocess.Process, ou
             break
         message = _parse(line)
         if message is not None and "id" in message:
-            if message.get("method") == "tools/call":
+            if message.get("method") == "tools/list":
+                guard.listing(message["id"])
+            elif message.get("method") == "tools/call":
                 answer = _answer(guard, message)
                 if answer is not None:
                     out.write(json.dumps(answer, separators=(",", ":")).encode())
