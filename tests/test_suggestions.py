@@ -12,14 +12,12 @@ import pytest
 from loopwatch.cli import main
 from loopwatch.core.config import Config, load_config
 from loopwatch.core.suggest import (
-    ID_REASON,
     IN_NAMED,
     IN_SENT,
     IN_VALUE,
     OUT_FREE_TEXT,
     OUT_NAMED,
     ROWS_REASON,
-    STATUS_REASON,
     choices_from_call,
     result_of_value,
     sends_text,
@@ -134,6 +132,7 @@ def test_structured_results_get_a_result_path(
     p = Pipeline(Config())
     calls = (
         Call("sg_job_status", {"job_id": "j_77"}, 20, {"job_id": "j_77", "status": "running"}),
+        Call("sg_find", {"sku": "B-12"}, 20, {"data": {"items": [{"sku": "B-12"}]}, "took": 3}),
         Call("sg_create_ticket", {"order_id": "88214"}, 20, {"ticket_id": "T-9", "url": "u"}),
         Call("sg_read_file", {"path": "notes.md"}, 20, "plain text is not structured"),
         Call("sg_lookup", {"email": "a@example.com"}, 20, {"c_40912": {"id": "c_40912"}}),
@@ -147,8 +146,10 @@ def test_structured_results_get_a_result_path(
         if "sg_" in r.getMessage()
     }
     assert lines == {
-        "sg_job_status": f'result = "status"  # {STATUS_REASON}',
-        "sg_create_ticket": f'result = "ticket_id"  # {ID_REASON}',
+        # a status or id path would read an advancing poll as a loop: the whole result it is
+        "sg_job_status": 'reviewed_parameters = ["job_id"]',
+        "sg_create_ticket": 'reviewed_parameters = ["order_id"]',
+        "sg_find": f'result = "data.items"  # {ROWS_REASON}',
         "sg_read_file": 'reviewed_parameters = ["path"]',
         # a result keyed by data (a customer id) names no field in a log line
         "sg_lookup": 'reviewed_parameters = ["email"]',

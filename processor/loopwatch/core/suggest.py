@@ -48,34 +48,15 @@ ROWS_WORDS: Final = (
     "entries",
     "ids",
 )
-STATUS_WORDS: Final = ("status", "state", "phase")
 # An object a result wraps the rest in: {"data": {"items": [...]}}.
 _WRAPPERS: Final = ("data", "result", "response")
-# Keys of one result object read for an id-like name, and their length: bounded work on a
-# hostile result.
-_ID_KEYS_READ: Final = 50
-_ID_NAME_CHARS: Final = 64
 ROWS_REASON: Final = "the rows it returns: the same rows again is no progress"
-STATUS_REASON: Final = "the status it reports: an unchanged status is no progress"
-ID_REASON: Final = "the record it returns: the same record again is no progress"
 
 # isinstance's type tuple, built once (``dict | list`` builds a new union on every call)
 _CONTAINERS: Final = (dict, list)
 _WORD: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 # Characters of a name or action value read for words (a hostile value is cut).
 _WORD_CHARS: Final = 200
-
-
-def is_id_name(name: str) -> bool:
-    """``id``, ``ticket_id`` or ``ticketId``: letters only before the id (a plain test, not a
-    pattern: a backtracking one is quadratic on a hostile key)."""
-    if name == "id":
-        return True
-    if name.endswith("_id"):
-        parts = name[:-3].split("_")
-        return all(p.isascii() and p.isalpha() and p.islower() for p in parts)
-    stem = name[:-2]
-    return name.endswith("Id") and stem.isascii() and stem.isalpha() and stem[0].islower()
 
 
 def words(name: str) -> list[str]:
@@ -146,8 +127,8 @@ def suggestion_toml(
 
 
 def result_of_value(result: Any) -> tuple[str, str] | None:
-    """``(path, why)`` for an observed result that is a JSON object: the rows it returns, else
-    the status it reports, else the record id it returns; None for any other result."""
+    """``(path, why)`` for an observed result that is a JSON object holding a list of rows;
+    None for any other result."""
     if not isinstance(result, dict):
         return None
     return _pick(result, _value_kind)
@@ -192,7 +173,9 @@ def _schema_kind(schema: Any) -> tuple[str, Mapping[str, Any]]:
 def _pick(
     fields: Mapping[str, Any], kind: _Kind, prefix: str = "", depth: int = 0
 ) -> tuple[str, str] | None:
-    """The first of: a rows list, a status, an id, at the top or inside one wrapper object."""
+    """A rows list, at the top or inside one wrapper object. Nothing else is suggested: the
+    default, the whole result with what changes on every answer left out, reads a poll's
+    progress, where a status or id path would read an advancing poll as a loop."""
     for word in ROWS_WORDS:
         if word in fields and kind(fields[word])[0] == _LIST:
             return prefix + word, ROWS_REASON
@@ -204,15 +187,4 @@ def _pick(
                     picked = _pick(inner, kind, f"{word}.", 1)
                     if picked is not None:
                         return picked
-    for word in STATUS_WORDS:
-        if word in fields and kind(fields[word])[0] == _SCALAR:
-            return prefix + word, STATUS_REASON
-    for name in itertools.islice(fields, _ID_KEYS_READ):
-        if (
-            isinstance(name, str)
-            and len(name) <= _ID_NAME_CHARS
-            and is_id_name(name)
-            and kind(fields[name])[0] == _SCALAR
-        ):
-            return prefix + name, ID_REASON
     return None
