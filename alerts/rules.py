@@ -161,6 +161,16 @@ def _event(metric: str, le: str, window: str) -> str:
 ) > 0"""
 
 
+def _loop_event(kind: str, window: str) -> str:
+    """Turns that looped with ``kind`` in the window, new series included (as _event)."""
+    loops = f'{m.LOOPS.name}{{kind="{kind}"}}'
+    return f"""sum by (job, service, agent, model, tool) (
+    increase({loops}[{window}]) > 0
+  or
+    ({loops} > 0 unless {loops} offset {window})
+) > 0"""
+
+
 def _spoken(duration: str) -> str:
     """A window in words: 10m -> 10 minutes."""
     units = {"s": "second", "m": "minute", "h": "hour", "d": "day", "w": "week"}
@@ -169,13 +179,15 @@ def _spoken(duration: str) -> str:
 
 
 def loop_alerts() -> list[Rule]:
-    severe, no_rows = _event_alerts()
-    return [severe, _p99_alert(), *_change_alerts(), no_rows]
+    severe, no_rows, same_result, failing = _event_alerts()
+    return [severe, _p99_alert(), *_change_alerts(), no_rows, same_result, failing]
 
 
 def _event_alerts() -> list[Rule]:
-    """A single turn past a threshold: the severe loop and the no-rows streak."""
+    """A single turn past a threshold: the severe loop and the no-rows, same-result and
+    failing streaks."""
     severe, no_rows = c.SEVERE_THRESHOLD, c.NO_ROWS_THRESHOLD
+    same_result, failing = c.SAME_RESULT_THRESHOLD, c.FAILING_THRESHOLD
     window, last = c.EVENT_WINDOW, _spoken(c.EVENT_WINDOW)
     return [
         _alert(
@@ -196,6 +208,29 @@ def _event_alerts() -> list[Rule]:
             f"A tool returned no rows {no_rows} or more times in a row within one turn.",
             f"Tool {{{{ $labels.tool }}}} had a no-rows streak of {no_rows} or more in a turn "
             "of agent {{ $labels.agent }} (model {{ $labels.model }}, service "
+            f"{{{{ $labels.service }}}}) in the last {last}.",
+        ),
+        _alert(
+            "LoopwatchSameResultStreak",
+            _loop_event("same_result", window),
+            c.EVENT_FOR,
+            "warning",
+            f"A tool got the same data back {same_result} or more times in a row (its "
+            "same-result threshold) within one turn, for reworded calls.",
+            f"Tool {{{{ $labels.tool }}}} had a same-result loop (a streak of {same_result} or "
+            "more over differently worded calls) in a turn of agent {{ $labels.agent }} (model "
+            f"{{{{ $labels.model }}}}, service {{{{ $labels.service }}}}) in the last {last}.",
+        ),
+        _alert(
+            "LoopwatchFailingStreak",
+            _loop_event("failing", window),
+            c.EVENT_FOR,
+            "warning",
+            f"A tool failed {failing} or more times in a row (its failing threshold) with one "
+            "error class within one turn, whatever the arguments.",
+            f"Tool {{{{ $labels.tool }}}} had a failing loop (a streak of {failing} or more "
+            "failures of one class over different calls) in a turn of agent "
+            "{{ $labels.agent }} (model {{ $labels.model }}, service "
             f"{{{{ $labels.service }}}}) in the last {last}.",
         ),
     ]

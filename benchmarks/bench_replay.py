@@ -170,6 +170,7 @@ def rate(args: argparse.Namespace) -> None:
 # -- where a JSON replay's CPU goes -------------------------------------------------------------
 JSON_STAGES = (
     "each line decoded into span views (its structs freed)",
+    "grouping by trace (written to the buckets, sorted, read back)",
     "the pipeline",
 )
 
@@ -177,14 +178,13 @@ JSON_STAGES = (
 def json_split(args: argparse.Namespace) -> None:
     """The stages of replaying the file exporter's JSON, each timed alone on the same lines:
     msgspec's decode of each line into typed structs, each span read into its view as it is
-    decoded; the pipeline; and, beside them, Python's json.loads and freeing its dicts (what
-    the structs replaced)."""
-    from dataclasses import replace
-
+    decoded; grouping the spans by trace; the pipeline; and, beside them, Python's json.loads
+    and freeing its dicts (what the structs replaced)."""
     from benchmarks.bench_service import CONFIG
-    from loopwatch.history.replay import Replay, own_process
+    from loopwatch.history.by_trace import Grouping
+    from loopwatch.history.replay import Replay, chunks, own_process
     from loopwatch.history.report import Report, ReportSink
-    from loopwatch.service.otlp_json import decode
+    from loopwatch.service.otlp_json import decode as decode_json
     from tests.replay_support import timed_copies
 
     lines = [
@@ -193,23 +193,38 @@ def json_split(args: argparse.Namespace) -> None:
     ]
     rows: dict[str, list[float]] = {}
     spans = 0
+    clock = time.process_time
     for _ in range(args.rounds):
         took = dict.fromkeys((*JSON_STAGES, "json.loads and freeing (not used)"), 0.0)
-        with own_process():
-            replay = Replay(replace(CONFIG, grace_seconds=60.0), ReportSink(Report(), None))
+        decode, group, pipeline, loads = took
+        with own_process(), Grouping() as grouping:
+            replay = Replay(CONFIG, ReportSink(Report(), None))
             spans = 0
             for line in timed_copies(lines, args.copies, COPY_EVERY_NS):
-                t0 = time.process_time()
-                read = decode(line)
-                t1 = time.process_time()
-                replay.feed(read.spans)
-                t2 = time.process_time()
+                t0 = clock()
+                read = decode_json(line)
+                t1 = clock()
+                grouping.add(read.spans)
+                t2 = clock()
                 json.loads(line)
-                t3 = time.process_time()
+                t3 = clock()
                 spans += len(read.spans)
-                for stage, seconds in zip(took, (t1 - t0, t2 - t1, t3 - t2), strict=True):
-                    took[stage] += seconds
+                took[decode] += t1 - t0
+                took[group] += t2 - t1
+                took[loads] += t3 - t2
+            ordered = chunks(grouping.traces(), CONFIG)
+            while True:
+                t0 = clock()
+                chunk = next(ordered, None)
+                t1 = clock()
+                if chunk is None:
+                    break
+                replay.feed(chunk)
+                took[group] += t1 - t0
+                took[pipeline] += clock() - t1
+            t0 = clock()
             replay.finish()
+            took[pipeline] += clock() - t0
         for stage, seconds in took.items():
             rows.setdefault(stage, []).append(seconds / spans * 1e6)
         print(", ".join(f"{k} {v[-1]:.1f}" for k, v in rows.items()) + " us a span", flush=True)
@@ -271,24 +286,67 @@ def json_stages(stage: str, passes: int) -> None:
 COPY_EVERY_NS = 3600 * 10**9  # span time between copies: more than one copy covers (55 min)
 
 
-def stored_stream(path: Path, spans: int, turns: int = 150, proto: bool = False) -> tuple[int, int]:
+SHUFFLED_LINE_SPANS = 40  # stored_stream(shuffled=True): spans a line
+
+
+def stored_stream(
+    path: Path, spans: int, turns: int = 150, proto: bool = False, shuffled: bool = False
+) -> tuple[int, int]:
     """About ``spans`` spans of the realistic stream, as copies in time order, written as the
     file exporter's JSON, gzipped (level 1), or its ``format: proto`` (length-prefixed, plain);
-    (spans written, bytes before compression)."""
+    (spans written, bytes before compression). ``shuffled``: requests of 40 spans, each copy's
+    lines in a random order (a trace's spans lines apart)."""
     from tests.replay_support import timed_copies
 
     bodies = realistic_requests(turns, seed=1)
     if proto:
         return _stored_proto(path, spans, bodies)
-    lines = [collector_json_line(ExportTraceServiceRequest.FromString(body)) for body in bodies]
+    requests = [ExportTraceServiceRequest.FromString(body) for body in bodies]
+    if shuffled:
+        requests = _recut(requests, SHUFFLED_LINE_SPANS)
+    lines = [collector_json_line(request) for request in requests]
     per_copy = sum(line.count(b'"traceId"') for line in lines)
     count = max(1, round(spans / per_copy))
     size = 0
+    copy: list[bytes] = []
     with gzip.open(path, "wb", compresslevel=1) as out:
         for line in timed_copies(lines, count, COPY_EVERY_NS):
             size += len(line)
-            out.write(line)
+            copy.append(line)
+            if len(copy) == len(lines):
+                if shuffled:
+                    random.Random(size).shuffle(copy)
+                out.writelines(copy)
+                copy.clear()
     return count * per_copy, size
+
+
+def _recut(requests: list[Any], size: int) -> list[Any]:
+    """The same spans in the same order, ``size`` a request (resource and scope kept)."""
+    every = [
+        (rs.resource, rs.schema_url, ss.scope, ss.schema_url, span)
+        for r in requests
+        for rs in r.resource_spans
+        for ss in rs.scope_spans
+        for span in ss.spans
+    ]
+    out = []
+    for i in range(0, len(every), size):
+        request = ExportTraceServiceRequest()
+        for resource, resource_schema, scope, scope_schema, span in every[i : i + size]:
+            rs = request.resource_spans[-1] if request.resource_spans else None
+            if rs is None or rs.resource != resource:
+                rs = request.resource_spans.add()
+                rs.resource.CopyFrom(resource)
+                rs.schema_url = resource_schema
+            ss = rs.scope_spans[-1] if rs.scope_spans else None
+            if ss is None or ss.scope != scope:
+                ss = rs.scope_spans.add()
+                ss.scope.CopyFrom(scope)
+                ss.schema_url = scope_schema
+            ss.spans.add().CopyFrom(span)
+        out.append(request)
+    return out
 
 
 def _stored_proto(path: Path, spans: int, bodies: list[bytes]) -> tuple[int, int]:
@@ -342,6 +400,54 @@ def memory_child(path: str, openmetrics: str) -> None:
                 "turns": report["turns"],
                 "rss_before_kib": before,
                 "peak_kib": kib("VmHWM"),
+            }
+        )
+    )
+
+
+def grouping_child(path: str, memory: int) -> None:
+    """Group one file's spans by trace under ``Limits(memory)`` and hand every trace on (to
+    nothing), under tracemalloc; print the peak bytes traced, and the peak of reading the file
+    alone (what one request costs the reader) for comparison."""
+    import tracemalloc
+
+    from loopwatch.history.by_trace import Grouping, Limits
+    from loopwatch.history.formats import Reader
+
+    def read_only() -> None:
+        for _ in Reader([path]).batches():
+            pass
+
+    def grouped() -> tuple[int, int, int]:
+        spans = traces = 0
+        with Grouping(Limits(memory)) as grouping:
+            for batch in Reader([path]).batches():
+                grouping.add(batch)
+            for trace in grouping.traces():
+                spans += len(trace.spans)
+                traces += 1
+        return spans, traces, grouping.spilled_bytes
+
+    read_only()  # what the first read loads and caches, before the measurements
+    peaks = []
+    tracemalloc.start()
+    for step in (read_only, grouped):
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        result = step()
+        peaks.append(tracemalloc.get_traced_memory()[1] - before)
+    tracemalloc.stop()
+    assert result is not None
+    spans, traces, spilled = result
+    print(
+        json.dumps(
+            {
+                "memory": memory,
+                "spans": spans,
+                "traces": traces,
+                "spilled_bytes": spilled,
+                "reading_peak_bytes": peaks[0],
+                "peak_bytes": peaks[1],
             }
         )
     )
@@ -439,6 +545,9 @@ def main() -> None:
         return
     if len(sys.argv) > 1 and sys.argv[1] == "memory-child":
         memory_child(sys.argv[2], sys.argv[3])
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "grouping-child":
+        grouping_child(sys.argv[2], int(sys.argv[3]))
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     sub = parser.add_subparsers(dest="command", required=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dashboards.lib import Layout, Query, ts
 from loopwatch.catalog import (
+    ALL_STARTS_QUEUED,
     BUILD_INFO,
     CALLS_WITHOUT_ARGUMENTS,
     HTTP_CONNECTIONS_REFUSED,
@@ -11,11 +12,13 @@ from loopwatch.catalog import (
     LATE_SPANS,
     MESSAGES_MALFORMED,
     OPEN_TURNS,
+    QUEUE_SPANS,
     SPANS,
     SPANS_DROPPED,
     TURNS_EVICTED,
 )
 from loopwatch.core.config import Config
+from loopwatch.processor import TURN_TRACES
 
 RATE = "$__rate_interval"
 
@@ -46,6 +49,27 @@ PANELS = [
         f"sum by (instance) ({OPEN_TURNS.name})",
         "{{instance}}",
         8,
+    ),
+    (
+        "Queue to the worker",
+        "Items waiting for loopwatch's worker per replica, as it last found them: span starts "
+        "and ends in process, spans in loopwatch serve. Near queue_spans "
+        f"({Config.queue_spans:,} by default) the worker is falling behind: in process what the "
+        "queue cannot take is dropped (queue_full above), and loopwatch serve refuses it with a "
+        "retryable error.",
+        f"max by (instance) ({QUEUE_SPANS.name})",
+        "{{instance}}",
+        12,
+    ),
+    (
+        "Every span start queued",
+        "1 while an in-process processor queues every span start, not only those of traces "
+        f"with agent spans: it already follows its maximum of such traces ({TURN_TRACES:,}), "
+        "as when local roots never end. Plain spans then cost its worker more. It turns off "
+        "once those traces end or their turns are evicted; always 0 for loopwatch serve.",
+        f"max by (instance) ({ALL_STARTS_QUEUED.name})",
+        "{{instance}}",
+        12,
     ),
     (
         "Turns evicted",
@@ -112,8 +136,9 @@ PANELS = [
         "span executes the tools), what it could not read as it is, by reason. "
         "unreadable_history: a history that is not a message list (truncated, not JSON, over "
         "8 MiB), whose calls go unseen; result_without_call: a tool result answering no call "
-        "in its history; call_without_id: a call with a missing or repeated id, keyed by its "
-        "position; calls_over_limit: calls past max_spans_per_turn, not read. Should be zero.",
+        "in its history; call_without_id: a call with a missing or repeated id, joined by its "
+        "turn, position, tool and arguments instead (every call of a Gemini loop); "
+        "calls_over_limit: calls past max_spans_per_turn, not read. The others should be zero.",
         f"sum by (reason) (rate({MESSAGES_MALFORMED.name}[{RATE}]))",
         "{{reason}}",
         24,

@@ -19,12 +19,14 @@ from dashboards.lib import (
 )
 from loopwatch.catalog import (
     ATTEMPT_BUCKETS,
+    FAILING_STREAK,
     GUARD_DECISIONS_TOTAL,
     LOOPS,
     MODEL_FIRST_SEEN,
     NO_ROWS_STREAK,
     OVER_CAP_SECONDS,
     REPEAT_CALLS,
+    SAME_RESULT_STREAK,
     TOOL_CALLS,
     TOOL_MAX_ATTEMPTS,
     TOOL_VERSION_FIRST_SEEN,
@@ -34,12 +36,14 @@ from loopwatch.catalog import (
 from mixin.config import (
     DASHBOARD_TITLE,
     DASHBOARD_UID,
+    FAILING_THRESHOLD,
     GUARD_FILTER,
     LE_LOOP,
     LE_NO_ROWS,
     LE_SEVERE,
     LOOP_THRESHOLD,
     NO_ROWS_THRESHOLD,
+    SAME_RESULT_THRESHOLD,
     SEVERE_THRESHOLD,
     TAGS,
     TOOL_FILTER,
@@ -243,7 +247,8 @@ def _guards() -> timeseries.Panel:
         "Guards stopping loops",
         "Tool calls a loopwatch guard answered without executing, by tool and decision: "
         "stopped (loop threshold reached), no_rows_stopped (no-rows streak), "
-        "budget_exhausted, suppressed (duplicate side effect) and circuit_open. A guard "
+        "budget_exhausted, suppressed (duplicate side effect), circuit_open and "
+        "store_unavailable (the arbiter's shared store unreachable, on_store_error=deny). A guard "
         "firing is a loop caught, not a loop gone: read it next to the share above. Not "
         "split by model (guards record service, agent and tool).",
         "short",
@@ -266,10 +271,13 @@ def _by_tool(layout: Layout) -> None:
 def _looping_tools() -> table.Panel:
     return data_table(
         "Which tools loop, with which error class",
-        "Turns in the selected range in which a key of this tool and error class looped. "
-        "kind=repeat: the same identity failed the same way again and again (timeout, "
-        "rate_limited, ...); kind=no_rows: consecutive empty results (error class ok). The "
-        "top row is where to start.",
+        "Turns in the selected range in which this tool looped, by error class and kind. "
+        "kind=repeat: one attempt key tried again and again without progress (a timeout "
+        "retried with reworded arguments, a poll whose answer never changes); no_rows: "
+        "consecutive empty results; same_result: consecutive reworded calls that got the same "
+        "data back; failing: consecutive failures of one error class whatever the arguments "
+        "(a tool the agent does not have, a backend that is down). The top row is where to "
+        "start.",
         "short",
         [
             Query(
@@ -332,20 +340,27 @@ def _duplicates() -> timeseries.Panel:
     )
 
 
-def _no_rows(layout: Layout) -> None:
-    layout.row("Loops that never error")
-    streak = NO_ROWS_STREAK.name
+def _streak(
+    layout: Layout,
+    metric: str,
+    name: str,
+    threshold: int,
+    loop: tuple[str, str],
+    texts: tuple[str, str],
+) -> None:
+    """A streak's p99 per tool, and the turns per minute in which it made a loop: ``loop`` is
+    the bucket matcher below the threshold, or ``kind=...`` for a streak whose loops count only
+    over more than one key (read from the loops counter)."""
+    about, advice = texts
+    le, kind = loop
     layout.add(
         ts(
-            "No-rows streak p99 per tool",
-            "Per tool, 99th percentile of the longest run of consecutive empty results in a "
-            "turn. Every call succeeded, so error dashboards stay green: this is the only place "
-            "these loops show. 3 or more is a no-rows loop (the eleven-empty-searches incident "
-            "reads 11, shown as its bucket's bound 12).",
+            f"{name} streak p99 per tool",
+            f"Per tool, 99th percentile of {about}.",
             "short",
             [
                 Query(
-                    _quantile("0.99", streak, "tool, le", T, RATE),
+                    _quantile("0.99", metric, "tool, le", T, RATE),
                     legend="{{tool}}",
                     exemplar=True,
                 )
@@ -354,25 +369,77 @@ def _no_rows(layout: Layout) -> None:
         12,
         8,
     )
+    if kind:
+        title = f"Turns with a {name.lower()} loop (per minute)"
+        query = f'60 * sum by (tool) (rate({LOOPS.name}{{{T}, kind="{kind}"}}[{RATE}]))'
+    else:
+        title = f"Turns with a {name.lower()} streak ≥ {threshold} (per minute)"
+        query = (
+            f"60 * (sum by (tool) (rate({metric}_count{{{T}}}[{RATE}])) "
+            f"- sum by (tool) (rate({metric}_bucket{{{T}, {le}}}[{RATE}])))"
+        )
     layout.add(
-        ts(
-            f"Turns with a no-rows streak ≥ {NO_ROWS_THRESHOLD} (per minute)",
-            f"Turns per minute in which a tool returned no rows {NO_ROWS_THRESHOLD} or more times "
-            "in a row. "
-            "Any sustained value means agents are rewording a search that cannot succeed: check "
-            "the tool's data source and whether the tool description tells the model what an "
-            "empty result means.",
-            "short",
-            [
-                Query(
-                    f"60 * (sum by (tool) (rate({streak}_count{{{T}}}[{RATE}])) "
-                    f"- sum by (tool) (rate({streak}_bucket{{{T}, {LE_NO_ROWS}}}[{RATE}])))",
-                    legend="{{tool}}",
-                )
-            ],
-        ),
+        ts(title, advice, "short", [Query(query, legend="{{tool}}")]),
         12,
         8,
+    )
+
+
+def _streaks(layout: Layout) -> None:
+    layout.row("Loops that never error")
+    _streak(
+        layout,
+        NO_ROWS_STREAK.name,
+        "No-rows",
+        NO_ROWS_THRESHOLD,
+        (LE_NO_ROWS, ""),
+        (
+            "the longest run of consecutive empty results in a turn. Every call succeeded, so "
+            "error dashboards stay green: this is the only place these loops show. "
+            f"{NO_ROWS_THRESHOLD} or more is a no-rows loop (the eleven-empty-searches incident "
+            "reads 11, shown as its bucket's bound 12)",
+            f"Turns per minute in which a tool returned no rows {NO_ROWS_THRESHOLD} or more "
+            "times in a row. Any sustained value means agents are rewording a search that "
+            "cannot succeed: check the tool's data source and whether the tool description "
+            "tells the model what an empty result means.",
+        ),
+    )
+    _streak(
+        layout,
+        SAME_RESULT_STREAK.name,
+        "Same-result",
+        SAME_RESULT_THRESHOLD,
+        ("", "same_result"),
+        (
+            "the longest run of consecutive calls in a turn that got the same data back "
+            "(rows, a record, several lines of text; acknowledgements such as `sent` do not "
+            "count), whatever the wording of their arguments. A run over reworded calls that "
+            f"reaches {SAME_RESULT_THRESHOLD} is a same-result loop (a search reworded that "
+            "keeps finding the same documents); one call repeated as it was is a repeat loop "
+            "instead",
+            f"Turns per minute with a same-result loop ({LOOPS.name}, "
+            "kind=same_result). The agent is not learning from the answer: check whether the "
+            "answer says what the model is looking for, or that it is all there is.",
+        ),
+    )
+    layout.row("Tools that keep failing")
+    _streak(
+        layout,
+        FAILING_STREAK.name,
+        "Failing",
+        FAILING_THRESHOLD,
+        ("", "failing"),
+        (
+            "the longest run of consecutive failures with one error class in a turn, whatever "
+            "the arguments. A run over different calls that reaches "
+            f"{FAILING_THRESHOLD} is a failing loop (a tool the agent does not have, a backend "
+            "that is down); one call failing again as it was is a repeat loop instead (the "
+            "fourteen-tickets incident reads 14 here and loops as a repeat)",
+            f"Turns per minute with a failing loop ({LOOPS.name}, kind=failing). Read "
+            "the error class on the 'Which tools loop' table: not_found for a tool the model "
+            "invents (check the tool list it is given), unavailable or timeout for a backend "
+            "that is down.",
+        ),
     )
 
 
@@ -471,7 +538,7 @@ def dashboard_builder() -> dash_b.Dashboard:
     _overview(layout)
     _attempts(layout)
     _by_tool(layout)
-    _no_rows(layout)
+    _streaks(layout)
     _changes(layout)
     health(layout)
     return board

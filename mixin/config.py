@@ -29,9 +29,12 @@ TOOL_FILTER = TURN_FILTER + ', tool=~"$tool"'
 GUARD_FILTER = 'service=~"$service", agent=~"$agent", tool=~"$tool"'
 
 # -- thresholds (attempts of one attempt key in one turn) ----------------------------------------
-# = [defaults] loop_threshold and no_rows_threshold in loopwatch.toml (a test keeps them equal)
+# = [defaults] loop_threshold, no_rows_threshold, same_result_threshold and failing_threshold
+# in loopwatch.toml and loopwatch's own defaults (a test keeps them equal)
 LOOP_THRESHOLD = 3
 NO_ROWS_THRESHOLD = 3
+SAME_RESULT_THRESHOLD = 3
+FAILING_THRESHOLD = 5
 # a turn this bad pages from its first minute, history or not
 SEVERE_THRESHOLD = 6
 
@@ -103,3 +106,5 @@ def le(bound: int) -> str:
 LE_LOOP = le(LOOP_THRESHOLD - 1)
 LE_SEVERE = le(SEVERE_THRESHOLD - 1)
 LE_NO_ROWS = le(NO_ROWS_THRESHOLD - 1)
+LE_SAME_RESULT = le(SAME_RESULT_THRESHOLD - 1)
+LE_FAILING = le(FAILING_THRESHOLD - 1)

@@ -40,6 +40,8 @@ REQUIRED = {
     "LoopwatchNewModelLoops": "a new model loops more than the agent's baseline predicts",
     "LoopwatchNewToolVersionLoops": "a new tool version loops more than the tool's baseline",
     "LoopwatchNoRowsStreak": "no-rows streaks >= 3",
+    "LoopwatchSameResultStreak": "same-result streaks >= 3",
+    "LoopwatchFailingStreak": "failing streaks >= 5",
     "LoopwatchDown": "loopwatch down",
     "LoopwatchSpansDropped": "spans dropped",
     "LoopwatchTurnsEvicted": "turns evicted",
@@ -76,7 +78,7 @@ def test_promtool_check_rules_with_lint() -> None:
     done = run(promtool, "check", "rules", "--lint=all", "--lint-fatal", *map(str, RULE_FILES))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS: 4 rules found" in done.stdout
-    assert "SUCCESS: 13 rules found" in done.stdout
+    assert "SUCCESS: 15 rules found" in done.stdout
 
 
 # -- generated from one config -------------------------------------------------------------------
@@ -104,9 +106,18 @@ def test_thresholds_match_loopwatch_defaults_and_the_stack_config() -> None:
     toml = tomllib.loads((ROOT / "deploy" / "loopwatch" / "loopwatch.toml").read_text())
     assert config.LOOP_THRESHOLD == Config().loop_threshold == toml["defaults"]["loop_threshold"]
     assert toml["defaults"]["no_rows_threshold"] == config.NO_ROWS_THRESHOLD
+    defaults = Config()
+    assert defaults.same_result_threshold is None  # the no-rows threshold
+    assert defaults.no_rows_threshold == config.SAME_RESULT_THRESHOLD
+    assert (
+        config.FAILING_THRESHOLD
+        == defaults.failing_threshold
+        == toml["defaults"]["failing_threshold"]
+    )
     # "at or above n" is count minus the bucket n - 1: that bucket must exist
     assert {config.LOOP_THRESHOLD - 1, config.SEVERE_THRESHOLD - 1, 1} <= set(ATTEMPT_BUCKETS)
-    assert config.NO_ROWS_THRESHOLD - 1 in STREAK_BUCKETS
+    streaks = (config.NO_ROWS_THRESHOLD, config.SAME_RESULT_THRESHOLD, config.FAILING_THRESHOLD)
+    assert {n - 1 for n in streaks} <= set(STREAK_BUCKETS)
 
 
 @pytest.mark.slow

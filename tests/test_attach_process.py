@@ -170,7 +170,7 @@ def test_frameworks_opt_out_and_what_is_already_on_is_left_alone(tmp_path: Path)
     # already on (pydantic-ai's settings, the langchain instrumentor) stays as the app set it;
     # a name in OTEL_PYTHON_DISABLED_INSTRUMENTATIONS stays off (the model SDKs' instrumentors
     # and MCP's, installed beside the frameworks too: this run is about the frameworks)
-    disabled = "openai_agents,openai,anthropic,mcp"
+    disabled = "openai_agents,openai,anthropic,google_genai,google-genai,google_generativeai,mcp"
     preset = run_python(
         code, tmp_path, {"PRESET": "1", "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": disabled}
     )

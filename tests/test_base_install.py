@@ -163,3 +163,12 @@ def test_serve_names_its_extra(refused: str) -> None:
     assert done.returncode == 1
     assert "No module named 'grpc'; install the serve extra" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_mcp_guard_names_its_extra(refused: str) -> None:
+    done = run(refused, "mcp-guard", "--", "true")
+    assert done.returncode == 2
+    assert done.stderr == (
+        "loopwatch mcp-guard: No module named 'mcp'; install the mcp-guard extra: "
+        "pip install 'loopwatch[mcp-guard]'\n"
+    )

@@ -195,9 +195,11 @@ def test_console_script_exit_code(tmp_path: Path) -> None:
 STARTER = """\
 # loopwatch.toml written by `loopwatch check-tools --init` from {sources}.
 # Each identity is a suggestion: the parameters that decide what a call does (which
-# customer, which order), never free text the model rewords. Review every table marked
-# "review", then run `loopwatch check-tools` in CI. identity = "*" keys a call on all
-# its arguments; reviewed_parameters is what the identity was judged against.
+# customer, which order), never free text the model rewords, except the text a tool
+# sends, posts or writes (distinct texts are distinct effects). Each field's comment
+# says why it is in or out; a field left out is a commented-out entry. Review every
+# table marked "review", then run `loopwatch check-tools` in CI. identity = "*" keys a
+# call on all its arguments; reviewed_parameters is what the identity was judged against.
 
 [tools.fx_cancel_order]
 # review: identity as declared already ({agent})
@@ -211,14 +213,19 @@ reviewed_parameters = ["customer_id", "order_id", "summary"]
 
 [tools.fx_lookup_customer]
 # review: suggested from the parameter names
-identity = ["email"]
+identity = [
+    "email",  # in: not named like free text: decides what the call does
+]
 reviewed_parameters = ["email"]
 
 # fx_ping: no parameters, nothing to declare
 
 [tools.fx_search_orders]
-# review: suggested from the parameter names; left out as free text: query
-identity = ["customer_id"]
+# review: suggested from the parameter names
+identity = [
+    # "query",      # out: named like free text, reworded on retries
+    "customer_id",  # in: not named like free text: decides what the call does
+]
 reviewed_parameters = ["query", "customer_id"]
 
 # fx_status: no parameters, nothing to declare

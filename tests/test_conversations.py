@@ -306,7 +306,8 @@ def test_bad_histories_are_harmless() -> None:
     # (the calls in the history were counted by the model calls that requested them)
     assert read.malformed == ()
     requested = _read(json.dumps([user]), json.dumps([_genai("assistant", calls=calls + twice)]))
-    assert requested.malformed == (("call_without_id", 3),)  # "", "" and the second "dup"
+    # "", "" and both "dup": an id two calls carry names neither
+    assert requested.malformed == (("call_without_id", 4),)
 
 
 def test_calls_past_the_limit_are_counted_not_read() -> None:
@@ -465,3 +466,51 @@ def test_lone_tool_spans_find_their_call_in_one_lookup_and_nothing_stays_filed()
     assert conversations.claim("other-svc", "other") is False
     conversations.flush()
     assert conversations._unanswered == {} and conversations._answered == {}
+
+
+@pytest.mark.parametrize("result_ids", ["same", "other", "none"])
+def test_results_sent_without_their_calls_join_the_calls_of_the_previous_output(
+    result_ids: str,
+) -> None:
+    """The Responses API's ``previous_response_id``: each model call's input only the results,
+    the calls in the previous call's output. Results join by their call id (``same``), else by
+    order (``other``: OpenLLMetry's calls carry the item id, results the call id; ``none``);
+    a result that no open turn awaits is counted, and the turns are not changed by it."""
+    p = Pipeline(_config())
+    n = 0
+
+    def model_call(history: list[Msg], answer: Msg) -> None:
+        nonlocal n
+        attrs = genai_attributes(history, answer)
+        with span(p.tracer, "chat gpt-scripted", n * S, n * S + 1, attrs):
+            pass
+        n += 1
+
+    def result_id(call_id: str) -> str | None:
+        return {"same": call_id, "other": "item_" + call_id, "none": None}[result_ids]
+
+    for text, steps, results in _script():
+        new = [_genai("user", text)]
+        for step in steps:
+            model_call(new, _genai("assistant", calls=step))
+            new = [
+                _genai("tool", results=[(result_id(c), r)])
+                for (c, _t, _a), r in zip(step, results, strict=False)
+            ]
+            results = results[len(step) :]
+        model_call(new, _genai("assistant", "Done."))
+    model_call([_genai("tool", results=[("call_late", "ok")])], _genai("assistant", "Done."))
+    p.processor.shutdown()
+    assert p.value("loopwatch_turns_total") == 3
+    attempts = p.observations("loopwatch_turn_max_attempts")
+    assert attempts[1.0] == 2 and attempts[5.0] == 2 and attempts[6.0] == 3
+    calls = "loopwatch_tool_calls_total"
+    assert p.value(calls, tool="create_ticket", error_class="timeout") == 6
+    assert p.value(calls, tool="create_ticket", error_class="ok") == 6
+    assert p.value(calls, tool="search_orders", error_class="ok") == 4
+    streak = p.observations("loopwatch_no_rows_streak", tool="search_orders")
+    assert streak[3.0] == 0 and streak[4.0] == 1
+    assert p.value("loopwatch_loops_total") == 2
+    assert p.value("loopwatch_messages_malformed_total", reason="result_without_call") == 1
+    assert p.value("loopwatch_open_turns") == 0
+    p.close()

@@ -241,6 +241,7 @@ def test_rows_and_their_panels() -> None:
         "Loops: max attempts per turn",
         "By tool",
         "Loops that never error",
+        "Tools that keep failing",
         "Changes",
         "Pipeline health",
     ]
@@ -269,12 +270,20 @@ def test_rows_and_their_panels() -> None:
     assert 'le=~"2(\\\\.0)?"' in exprs[0] and 'le=~"5(\\\\.0)?"' in exprs[1]
     by_tool = {p["title"]: p for p in r["By tool"]}
     assert by_tool["Which tools loop, with which error class"]["type"] == "table"
+    streaks = " ".join(t["expr"] for p in r["Loops that never error"] for t in p["targets"])
+    assert "loopwatch_no_rows_streak_bucket" in streaks
+    assert "loopwatch_same_result_streak_bucket" in streaks
+    failing = " ".join(t["expr"] for p in r["Tools that keep failing"] for t in p["targets"])
+    assert "loopwatch_failing_streak_bucket" in failing and "loopwatch_loops_total" in failing
+    assert 'kind="failing"' in failing  # a failing loop: over more than one key
     changes = " ".join(t["expr"] for p in r["Changes"] for t in p["targets"])
     assert "offset 1w" in changes
     health = " ".join(p["targets"][0]["expr"] for p in r["Pipeline health"])
     for metric in (
         "loopwatch_spans_total",
         "loopwatch_spans_dropped_total",
+        "loopwatch_queue_spans",
+        "loopwatch_all_starts_queued",
         "loopwatch_open_turns",
         "loopwatch_turns_evicted_total",
         "loopwatch_late_spans_total",
@@ -296,12 +305,12 @@ def test_every_query_parses_with_promtool(tmp_path: Path) -> None:
         {"record": f"dashboard_check:query_{i}", "expr": expand(t.expr)}
         for i, t in enumerate(targets(model()))
     ]
-    assert len(rules) == 40
+    assert len(rules) == 46
     path = tmp_path / "dashboard-queries.yaml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
     done = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 40 rules found" in done.stdout
+    assert "SUCCESS: 46 rules found" in done.stdout
 
 
 def test_a_broken_query_fails_promtool(tmp_path: Path) -> None:

@@ -174,7 +174,10 @@ def test_pydantic_ai_rewordings_without_an_identity(config: Config, attempts: in
     agent.run_sync("Where is my refund?")
     assert _max_attempts(p) == attempts
     assert p.value("loopwatch_tool_calls_total", error_class="timeout") == 5
-    assert p.value("loopwatch_loops_total") == (1 if attempts == 5 else 0)
+    assert p.value("loopwatch_loops_total", kind="repeat") == (1 if attempts == 5 else 0)
+    # five keys failing the same way in a row reach the failing threshold; one key is a repeat
+    assert p.value("loopwatch_loops_total", kind="failing") == (0 if attempts == 5 else 1)
+    assert p.value("loopwatch_loops_total") == 1
     assert p.value("loopwatch_calls_keyed_by_inference_total") == (5 if attempts == 5 else 0)
     p.close()
 
@@ -437,7 +440,10 @@ def test_langgraph_same_bare_query_is_one_key_under_declared_identity() -> None:
         script.append(("search_orders", {"query": "boots return refund status"}))
         _run_react_agent(_react_agent(script, [search_orders]))
         assert _max_attempts(p) == 3  # the fourth, different query is a key of its own
-        assert p.value("loopwatch_loops_total", tool="search_orders", error_class="ok") == 1
+        assert p.value("loopwatch_loops_total", tool="search_orders", kind="repeat") == 1
+        # which got the same order back: the same data four times, over two keys
+        assert p.value("loopwatch_same_result_streak_sum", tool="search_orders") == 4
+        assert p.value("loopwatch_loops_total", tool="search_orders", kind="same_result") == 1
     finally:
         instrumentor.uninstrument()
         p.close()

@@ -409,6 +409,7 @@ def test_decision_names_are_the_cores() -> None:
         terminal.BUDGET_EXHAUSTED,
         terminal.SUPPRESSED,
         terminal.CIRCUIT_OPEN,
+        terminal.STORE_UNAVAILABLE,
     }
     assert names == GUARD_DECISIONS
 

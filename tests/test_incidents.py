@@ -65,7 +65,11 @@ def test_identity_star_keeps_the_whole_arguments() -> None:
     emit_turn(p.tracer, fourteen_tickets(), 1000 * S)
     assert p.value("loopwatch_turn_max_attempts_sum") == 1
     assert p.value("loopwatch_repeat_calls_total") == 0
-    assert p.value("loopwatch_loops_total") == 0
+    assert p.value("loopwatch_loops_total", kind="repeat") == 0
+    # fourteen keys failing the same way in a row: a failing streak of 14, a loop of its own
+    assert p.value("loopwatch_failing_streak_sum", tool="create_ticket") == 14
+    assert p.value("loopwatch_loops_total", error_class="timeout", kind="failing") == 1
+    assert p.value("loopwatch_loops_total") == 1
     assert p.value("loopwatch_tool_calls_total", error_class="timeout") == 14
     assert p.value("loopwatch_calls_keyed_by_inference_total") == 0
     p.close()

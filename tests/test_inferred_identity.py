@@ -11,6 +11,7 @@ from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.core.identity import FREE_TEXT_CHARS, is_free_text, without_free_text
 from loopwatch.core.keys import attempt_key, identities
+from loopwatch.core.suggest import ALL_FREE_TEXT, IN_VALUE, OUT_FREE_TEXT
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import Call, Turn
 from tests.helpers import Pipeline, S
@@ -101,10 +102,14 @@ def test_one_warning_per_undeclared_tool(caplog: pytest.LogCaptureFixture) -> No
     assert "'warn_create' has no identity declaration" in create
     assert create.endswith(
         "[tools.warn_create]\n"
-        'identity = ["customer_id", "order_id"]\n'
+        "identity = [\n"
+        f'    "customer_id",  # {IN_VALUE}\n'
+        f'    "order_id",     # {IN_VALUE}\n'
+        f'    # "note",       # {OUT_FREE_TEXT}\n'
+        "]\n"
         'reviewed_parameters = ["customer_id", "order_id", "note"]'
     )
-    assert "'warn_lookup'" in lookup and 'identity = ["email"]' in lookup
+    assert "'warn_lookup'" in lookup and f'    "email",   # {IN_VALUE}\n' in lookup
     text = "\n".join(warnings)
     assert "c_40912" not in text and "88214" not in text and "try number" not in text
     assert p.value("loopwatch_calls_keyed_by_inference_total", tool="warn_create") == 6
@@ -120,5 +125,5 @@ def test_warning_suggests_star_when_every_argument_is_free_text(
     emit_turn(p.tracer, _failed_calls("warn_ask", 1, {}), 1000 * S)
     p.flush()
     (warning,) = [r.getMessage() for r in caplog.records if "warn_ask" in r.getMessage()]
-    assert warning.endswith('identity = "*"\nreviewed_parameters = ["note"]')
+    assert warning.endswith(f'identity = "*"  # {ALL_FREE_TEXT}\nreviewed_parameters = ["note"]')
     p.close()

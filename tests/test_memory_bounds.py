@@ -187,7 +187,7 @@ def test_only_starts_in_traces_with_a_turn_span_are_queued_until_their_root_ends
             p.tracer.start_span("chat m", attributes=chat).end()
             assert len(queue) == 2  # a model call is not a turn span: its end only
             agent = p.tracer.start_span("invoke_agent a", attributes=agent_attributes)
-            assert traces == {request.context.trace_id}
+            assert list(traces) == [request.context.trace_id]
             with trace.use_span(agent, end_on_exit=False):
                 p.tracer.start_span("GET", attributes={"http.method": "GET"}).end()
                 assert len(queue) == 5  # the agent's start, the fetch's start and end
@@ -195,9 +195,9 @@ def test_only_starts_in_traces_with_a_turn_span_are_queued_until_their_root_ends
             p.tracer.start_span("UPDATE orders", attributes={"db.system": "postgresql"}).end()
             assert len(queue) == 8  # a start after the turn, in the same trace, too
         request.end()
-        assert traces == {request.context.trace_id}  # until the worker has taken the root
+        assert list(traces) == [request.context.trace_id]  # until the worker has taken the root
     assert p.value("loopwatch_turns_total") == 1
-    assert traces == set()
+    assert not traces
     assert p.value("loopwatch_spans_total", kind="other") == 4
     assert p.value("loopwatch_spans_total", kind="llm") == 1
     p.close()
@@ -210,8 +210,8 @@ def test_past_its_bound_of_traces_every_start_is_queued() -> None:
     from tests.helpers import Pipeline
 
     p = Pipeline()
-    bound = module._TURN_TRACES
-    p.processor._turn_traces.update(range(1, bound + 1))  # as many open traces with turns
+    bound = module.TURN_TRACES
+    p.processor._turn_traces.update(dict.fromkeys(range(1, bound + 1)))  # as many open turns
     queue = p.processor._queue
     with p.processor._lock:
         p.tracer.start_span("SELECT 1", attributes={"db.system": "postgresql"}).end()

@@ -167,7 +167,7 @@ def test_command_summary_and_json(recorded, tmp_path: Path, capsys) -> None:  # 
     out = capsys.readouterr().out
     assert f"{len(spans):,} spans (0 skipped), {TURNS} turns" in out
     assert "14 attempts  create_ticket/" in out
-    assert "search_orders      ok                 no_rows  3 of" in out
+    assert "search_orders      ok                 no_rows     3 of" in out
     # values never appear: only hashes and trace ids
     for secret in ("c_40912", "88214", "boots", "refund"):
         assert secret not in out

@@ -238,15 +238,18 @@ def test_jaeger_api_v3_errors_and_answers_without_traces(
 def test_the_progress_line_on_a_terminal(
     recorded: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from loopwatch.history import replay
+    """Both passes show progress: reading (and grouping by trace), then replaying."""
+    from loopwatch.history import progress, replay
 
     spans, _ = recorded
     path = write_collector_json(tmp_path / "t.json", batches(spans))
-    monkeypatch.setattr(replay, "_PROGRESS_SECONDS", 0.0)
+    monkeypatch.setattr(progress, "_PROGRESS_SECONDS", 0.0)
     terminal = io.StringIO()
     replay.run_replay([str(path)], CONFIG, progress=terminal)
     shown = terminal.getvalue()
-    assert f"file 1/1: {len(spans):,} spans" in shown and "spans/s" in shown
+    assert f"reading file 1/1: {len(spans):,} spans" in shown and "spans/s" in shown
+    assert f"grouping {len(spans):,} spans by trace: bucket " in shown
+    assert f"replaying: {len(spans):,} of {len(spans):,} spans" in shown
     assert shown.endswith("\r\x1b[K")  # cleared before the report
 
 
@@ -286,21 +289,28 @@ def test_bad_ids_and_malformed_structure_name_the_span(
     assert "t.json:4: not a trace document: a JSON list, not an object" in err
 
 
-def test_missing_parents_are_finalized_at_the_end_with_a_message(
+def test_missing_parents_are_finalized_as_cut_with_a_message(
     recorded: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A trace without its root is finalized once it has been read whole, its turns counted
+    as cut short; the same however its spans are ordered."""
     spans, _ = recorded
     without_roots = [s for s in spans if s.parent is not None]
     path = write_collector_json(tmp_path / "t.json", batches(without_roots))
     _, outcome = replay_registry([path])
     assert outcome.report.turns == 36  # each trace's tool calls still make its turn
-    # the last ones at the end of input, the earlier ones after the idle timeout of span time
-    rootless, idle = outcome.replay.rootless_at_end, outcome.report.evicted["idle"]
-    assert rootless > 0 and idle > 0 and rootless + idle == 36
+    assert outcome.replay.rootless == 36
+    assert outcome.report.evicted == {"shutdown": 36}
+    assert outcome.report.late_spans == 0
+    shuffled = list(reversed(without_roots))
+    reordered = write_collector_json(tmp_path / "r.json", batches(shuffled, size=3))
+    _, again = replay_registry([reordered])
+    assert again.report.to_json() == outcome.report.to_json()
     code, _, err = _replay(capsys, str(path))
     assert code == 0
-    assert f"{rootless} traces had no root span in the input (a parent span missing)" in err
-    assert f"{idle} turns were finalized after the idle timeout" in err
+    assert "36 traces had no root span in the input (a parent span missing)" in err
+    assert "counted as cut short (turns evicted: shutdown)" in err
+    assert "idle timeout" not in err
 
 
 def test_truncated_compressed_and_protobuf_files(

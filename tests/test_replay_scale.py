@@ -1,4 +1,11 @@
-"""``loopwatch replay`` streams: its memory follows the turns open at once, not the input.
+"""``loopwatch replay``'s memory is bounded, not the input's size: the grouping by trace holds
+at most its stated bound (``Limits.memory``), and the whole replay's peak barely grows with the
+input.
+
+The grouping alone, under tracemalloc, on a stored stream whose spans, pickled into the
+temporary files, take more than four times the bound (a trace's spans lines apart: requests of
+40 spans, each copy's lines shuffled): its peak stays within the bound above what reading the
+file alone peaks at (the reader's buffers and one request).
 
 Two stored files of the realistic stream (bench_service.py's: spans with 15-30 attributes, turns
 in three conventions, HTTP traffic beside them), one ten times the other, both as a long stored
@@ -58,3 +65,32 @@ def test_peak_memory_does_not_follow_the_input(tmp_path: Path) -> None:
     assert grown < GROWTH_MIB, (
         f"peak grew {grown:.1f} MiB for {more_json:.0f} MiB more input: {small} {large}"
     )
+
+
+GROUPING_MEMORY = 4 << 20  # bytes: the bound the grouping runs under here
+GROUPING_SPANS = 30_000  # their pickled spans: over four times that bound
+
+
+@pytest.mark.slow
+def test_the_grouping_stays_within_its_bound_on_four_times_as_much(tmp_path: Path) -> None:
+    path = tmp_path / "shuffled.json.gz"
+    written, size = stored_stream(path, GROUPING_SPANS, shuffled=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_replay.py"),
+            "grouping-child",
+            str(path),
+            str(GROUPING_MEMORY),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["spans"] == written == 29_612 and result["traces"] == 6_600
+    assert result["spilled_bytes"] > 4 * GROUPING_MEMORY
+    assert size > 4 * GROUPING_MEMORY
+    grown = result["peak_bytes"] - result["reading_peak_bytes"]
+    assert grown <= GROUPING_MEMORY, result

@@ -103,7 +103,7 @@ def value(text: bytes, name: str) -> float:
 
 def test_the_default_bound_is_tens_of_megabytes_as_documented() -> None:
     bound = LoopwatchMetrics(CollectorRegistry()).exposition_bound_bytes()
-    assert 10 * MB < bound <= 50 * MB, bound
+    assert 10 * MB < bound <= 60 * MB, bound
     assert (SERIES_LIMIT, LABEL_CHARS) == (500, 64)
     # the documents quote it: a new metric family moves it, and they must follow
     quoted = f"{round(bound / MB)} MB"
@@ -158,7 +158,7 @@ def test_twenty_kilobyte_names_are_cut_and_stay_distinct() -> None:
     bound = metrics.exposition_bound_bytes()
     print(f"exposition {len(text)} bytes, OpenMetrics {len(openmetrics)}, bound {bound}")
     assert len(text) < bound and len(openmetrics) < bound
-    assert len(openmetrics) < 4 * MB  # it was 616 MiB
+    assert len(openmetrics) < 6 * MB  # it was 616 MiB
     tools = {
         line.split('tool="', 1)[1].split('"', 1)[0]
         for line in text.decode().splitlines()

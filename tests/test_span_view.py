@@ -124,10 +124,13 @@ def test_the_processor_reads_such_a_class_through_them_beside_the_sdks() -> None
     assert registry.get_sample_value("loopwatch_spans_total", {"kind": "other"}) == 1
 
 
+class _NoWorker(LoopwatchSpanProcessor):
+    def _start_worker(self) -> None:
+        pass  # nothing takes from the queue: the wake stays as the queue leaves it
+
+
 def test_a_queued_batch_wakes_the_worker_before_its_poll() -> None:
-    processor = LoopwatchSpanProcessor(config=Config(queue_spans=10), registry=CollectorRegistry())
-    processor.shutdown()  # the worker has stopped: the wake stays as the queue leaves it
-    processor._wake.clear()
+    processor = _NoWorker(config=Config(queue_spans=10), registry=CollectorRegistry())
     span = ReadableSpan("x", SpanContext(1, 2, is_remote=False), end_time=1)
     for _ in range(processor._batch):  # half the queue bound
         processor.on_end(span)

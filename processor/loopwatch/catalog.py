@@ -15,7 +15,7 @@ from loopwatch.core.assembler import DROP_REASONS, EVICT_REASONS
 from loopwatch.core.config import Config
 from loopwatch.core.outcomes import ERROR_CLASSES, OK
 from loopwatch.core.records import GUARD_DECISIONS, MALFORMED_REASONS, SPAN_KINDS
-from loopwatch.core.summary import NO_ROWS, REPEAT
+from loopwatch.core.summary import FAILING, NO_ROWS, REPEAT, SAME_RESULT
 
 PREFIX = "loopwatch_"
 ATTEMPT_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 64)
@@ -35,7 +35,7 @@ CHANGE = "change marker"
 HEALTH = "self-health"
 
 ERROR_CLASS_VALUES = (*ERROR_CLASSES, OK)
-LOOP_KINDS = (REPEAT, NO_ROWS)
+LOOP_KINDS = (REPEAT, NO_ROWS, SAME_RESULT, FAILING)
 DECISION_VALUES = (*sorted(GUARD_DECISIONS), OTHER)  # an unknown decision is read as other
 
 
@@ -106,6 +106,29 @@ NO_ROWS_STREAK = Metric(
     section=PER_TURN,
     note="0 when the tool always had rows.",
 )
+SAME_RESULT_STREAK = Metric(
+    "loopwatch_same_result_streak",
+    "histogram",
+    "Per tool with readable results in a turn: longest run of consecutive calls that got the "
+    "same data, whatever the wording of their arguments.",
+    (*TURN_LABELS, "tool"),
+    STREAK_BUCKETS,
+    section=PER_TURN,
+    note="Data: rows, a nested record or several lines of text (a one-line or flat answer such "
+    "as `sent` is an acknowledgement and breaks the run), or any result of a tool that declares "
+    "`result`; compared on the normalized result and the arguments minus free text. 0 when the "
+    "tool never returned data.",
+)
+FAILING_STREAK = Metric(
+    "loopwatch_failing_streak",
+    "histogram",
+    "Per tool used in a turn: longest run of consecutive failures with one error class, "
+    "whatever the arguments.",
+    (*TURN_LABELS, "tool"),
+    STREAK_BUCKETS,
+    section=PER_TURN,
+    note="0 when the tool never failed.",
+)
 TURNS = Metric(
     "loopwatch_turns_total",
     "counter",
@@ -116,12 +139,16 @@ TURNS = Metric(
 LOOPS = Metric(
     "loopwatch_loops_total",
     "counter",
-    "Turns in which a key of this tool and error class looped (kind repeat or no_rows).",
+    "Turns in which this tool looped, by error class and kind (repeat, no_rows, same_result, "
+    "failing).",
     (*TURN_LABELS, "tool", "error_class", "kind"),
     values={"error_class": ERROR_CLASS_VALUES, "kind": LOOP_KINDS},
     section=PER_TURN,
-    note="repeat: a key reached the loop threshold; no_rows: a no-rows streak reached its "
-    'threshold (error_class "ok").',
+    note="repeat: a key's attempts without progress reached the loop threshold; no_rows: a "
+    'no-rows streak reached its threshold (error_class "ok"); same_result: a same-result '
+    'streak over more than one key reached its threshold (error_class "ok"); failing: a '
+    "failing streak over more than one key reached its threshold (the error class of its "
+    "failures).",
 )
 TOOL_CALLS = Metric(
     "loopwatch_tool_calls_total",
@@ -186,6 +213,24 @@ SPANS_DROPPED = Metric(
     at_zero=True,
     note="invalid_id counts in `loopwatch serve` only.",
 )
+QUEUE_SPANS = Metric(
+    "loopwatch_queue_spans",
+    "gauge",
+    "Items waiting in the queue to loopwatch's worker when it last looked (in process: span "
+    "starts and ends; loopwatch serve: spans); the queue holds queue_spans at most.",
+    at_zero=True,
+    note="Near queue_spans the worker is falling behind: in process, what the queue cannot take "
+    "is dropped (queue_full); `loopwatch serve` refuses it with a retryable error.",
+)
+ALL_STARTS_QUEUED = Metric(
+    "loopwatch_all_starts_queued",
+    "gauge",
+    "1 while the in-process processor queues every span start because it follows as many "
+    "traces with agent spans as it may; 0 otherwise.",
+    at_zero=True,
+    note="It follows 65,536 by default; plain spans then cost its worker more. Off again once "
+    "those traces end or their turns are evicted. Always 0 in `loopwatch serve`.",
+)
 OPEN_TURNS = Metric(
     "loopwatch_open_turns",
     "gauge",
@@ -232,8 +277,9 @@ MESSAGES_MALFORMED = Metric(
     at_zero=True,
     note="unreadable_history: a history that is not a message list (truncated, not JSON, over "
     "8 MiB): that model call's calls are not seen. result_without_call: a tool result that "
-    "answers no call in its history. call_without_id: a requested call with no id or a "
-    "repeated one, keyed by its position. calls_over_limit: calls past max_spans_per_turn, "
+    "answers no call in its history. call_without_id: a requested call with no id or one "
+    "another call of the history also carries (the Gemini API has none), joined by its turn, "
+    "position, tool and arguments instead. calls_over_limit: calls past max_spans_per_turn, "
     "not read.",
 )
 CALLS_KEYED_BY_INFERENCE = Metric(
@@ -249,6 +295,8 @@ _COUNTED = (
     TURN_MAX_ATTEMPTS,
     TOOL_MAX_ATTEMPTS,
     NO_ROWS_STREAK,
+    SAME_RESULT_STREAK,
+    FAILING_STREAK,
     TURNS,
     LOOPS,
     TOOL_CALLS,
@@ -259,6 +307,8 @@ _COUNTED = (
     TOOL_VERSION_FIRST_SEEN,
     SPANS,
     SPANS_DROPPED,
+    QUEUE_SPANS,
+    ALL_STARTS_QUEUED,
     OPEN_TURNS,
     TURNS_EVICTED,
     LATE_SPANS,

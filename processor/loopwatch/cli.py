@@ -1,4 +1,4 @@
-"""``loopwatch`` command line: demo, serve, check-tools, replay, compare."""
+"""``loopwatch`` command line: demo, serve, check-tools, replay, compare, mcp-guard."""
 
 from __future__ import annotations
 
@@ -30,7 +30,15 @@ COMMANDS = {
         "loopwatch.history.compare",
         "an eval run's traces against a baseline's: exit 1 when the candidate loops more",
     ),
+    "mcp-guard": (
+        "loopwatch.guards.mcp_guard",
+        "a stdio MCP server in front of another (-- COMMAND [ARGS...]): tools/call guarded by "
+        "the idempotency arbiter and the loop breaker, everything else passed through",
+    ),
 }
+
+# commands whose imports need an extra installed: command -> extra
+EXTRAS = {"mcp-guard": "mcp-guard"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -57,7 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = importlib.import_module(module_name)
     except ImportError as e:
         # a dependency removed or broken after install: named, not a traceback
-        print(f"loopwatch {name}: {e}; reinstall loopwatch: pip install loopwatch", file=sys.stderr)
+        if name in EXTRAS:
+            hint = f"install the {name} extra: pip install 'loopwatch[{EXTRAS[name]}]'"
+        else:
+            hint = "reinstall loopwatch: pip install loopwatch"
+        print(f"loopwatch {name}: {e}; {hint}", file=sys.stderr)
         return 2
     parser = argparse.ArgumentParser(prog=f"loopwatch {name}", description=help_text)
     module.add_arguments(parser)

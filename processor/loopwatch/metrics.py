@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import weakref
@@ -21,7 +22,7 @@ from loopwatch.version import VERSION
 
 BOUNDED_LABELS = SPAN_LABELS
 # the defaults, read on an instance (compiled, Config's class holds no field defaults)
-SERIES_LIMIT = Config().series_limit  # per family: /metrics stays under ~40 MB (exposition_bound)
+SERIES_LIMIT = Config().series_limit  # per family: /metrics stays under ~57 MB (exposition_bound)
 LABEL_CHARS = Config().label_chars  # per label value
 _HASH_CHARS = 8
 
@@ -73,6 +74,7 @@ class LoopwatchMetrics:
         r = REGISTRY if registry is None else registry
         # One lock for every family: a turn's updates take it once, a scrape once per family.
         self._lock = threading.Lock()
+        self._pid = os.getpid()  # the process the lock was made in (after_fork)
         self.series_limit = series_limit
         self.label_chars = label_chars
         self._catalog = tuple(m for m in catalog.FAMILIES if serve or not m.serve_only)
@@ -95,6 +97,8 @@ class LoopwatchMetrics:
         self.turn_max_attempts = f[catalog.TURN_MAX_ATTEMPTS.name]
         self.tool_max_attempts = f[catalog.TOOL_MAX_ATTEMPTS.name]
         self.no_rows_streak = f[catalog.NO_ROWS_STREAK.name]
+        self.same_result_streak = f[catalog.SAME_RESULT_STREAK.name]
+        self.failing_streak = f[catalog.FAILING_STREAK.name]
         self.turns = f[catalog.TURNS.name]
         self.loops = f[catalog.LOOPS.name]
         self.tool_calls = f[catalog.TOOL_CALLS.name]
@@ -105,6 +109,8 @@ class LoopwatchMetrics:
         self.tool_version_first_seen = f[catalog.TOOL_VERSION_FIRST_SEEN.name]
         self.spans = f[catalog.SPANS.name]
         self.spans_dropped = f[catalog.SPANS_DROPPED.name]
+        self.queue_gauge = f[catalog.QUEUE_SPANS.name]
+        self.all_starts_gauge = f[catalog.ALL_STARTS_QUEUED.name]
         self.open_turns_gauge = f[catalog.OPEN_TURNS.name]
         self.turns_evicted = f[catalog.TURNS_EVICTED.name]
         self.late_spans = f[catalog.LATE_SPANS.name]
@@ -183,6 +189,9 @@ class LoopwatchMetrics:
         turn_tool = (*turn, tool)
         if t.no_rows_streak is not None:
             self.no_rows_streak.observe(turn_tool, t.no_rows_streak, trace_id, now)
+        if t.same_result_streak is not None:
+            self.same_result_streak.observe(turn_tool, t.same_result_streak, trace_id, now)
+        self.failing_streak.observe(turn_tool, t.failing_streak, trace_id, now)
         for error_class, n in t.calls:
             self.tool_calls.inc((*turn_tool, error_class), n)
         for error_class, n in t.repeats:
@@ -219,6 +228,26 @@ class LoopwatchMetrics:
     def open_turns(self, count: int) -> None:
         with self._lock:
             self.open_turns_gauge.set((), float(count))
+
+    # -- QueueHealth ---------------------------------------------------------------------------
+    def queued(self, count: int) -> None:
+        with self._lock:
+            self.queue_gauge.set((), float(count))
+
+    def all_starts(self, on: bool) -> None:
+        with self._lock:
+            self.all_starts_gauge.set((), 1.0 if on else 0.0)
+
+    def after_fork(self) -> None:
+        """In a forked child (each processor on these metrics calls it; the first one acts): a
+        new lock, as a thread of the parent may have held this one at the fork."""
+        pid = os.getpid()
+        if pid == self._pid:
+            return
+        self._pid = pid
+        self._lock = threading.Lock()
+        for family in self._families.values():
+            family.lock = self._lock
 
     def refused(self, endpoint: str) -> None:
         """A connection to ``endpoint`` refused at its cap (``serve=True`` only)."""

@@ -11,8 +11,10 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Final
 
 from opentelemetry.context import Context
@@ -24,9 +26,9 @@ from loopwatch.conventions.read import is_turn_span, may_be_genai, may_be_turn, 
 from loopwatch.core.assembler import DROP_ERROR, DROP_QUEUE_FULL, TurnAssembler
 from loopwatch.core.config import Config, load_config
 from loopwatch.core.records import KIND_OTHER, Link, Record, kind_of
-from loopwatch.core.sink import Sink
+from loopwatch.core.sink import QueueGauges, Sink
 from loopwatch.core.spans import SpanView
-from loopwatch.metrics import metrics_for
+from loopwatch.metrics import LoopwatchMetrics, metrics_for
 from loopwatch.sdk_fields import (
     FAST,
     StartFields,
@@ -77,7 +79,7 @@ _BATCH: Final = 512  # queued starts and ends
 # 1,000 spans/s, and the agent kept 0.78 of its work at 5,000 spans/s rather than 0.84.
 _CHUNK: Final = 256
 _SWEEP_SECONDS = 1.0
-_TURN_TRACES: Final = 65_536  # traces on_start follows (see _turn_traces), 5 MB at most
+TURN_TRACES: Final = 65_536  # traces on_start follows (see _turn_traces), 5.5 MB at most
 Plain = tuple[int, int, int | None, Resource | None, ReadableSpan]
 
 
@@ -102,7 +104,8 @@ class LoopwatchSpanProcessor(SpanProcessor):
     """Rebuilds attempt keys from finished spans and exports loopwatch's metrics.
 
     ``config`` defaults to :func:`loopwatch.load_config`; metrics go to ``registry`` (default:
-    prometheus_client's global registry) unless ``sink`` is given.
+    prometheus_client's global registry) unless ``sink`` is given. ``max_turn_traces``: how
+    many traces with an agent span ``on_start`` follows before it queues every start.
     """
 
     def __init__(
@@ -110,6 +113,8 @@ class LoopwatchSpanProcessor(SpanProcessor):
         config: Config | None = None,
         registry: CollectorRegistry | None = None,
         sink: Sink | None = None,
+        *,
+        max_turn_traces: int = TURN_TRACES,
     ) -> None:
         self.config = config if config is not None else load_config()
         self.sink: Sink = (
@@ -123,6 +128,9 @@ class LoopwatchSpanProcessor(SpanProcessor):
             )
         )
         self._assembler = TurnAssembler(self.config, self.sink)
+        # the queue's gauges, where the sink has them (LoopwatchMetrics does). (One attribute
+        # for them: run as Python, past 30 attributes every read of one on self costs more.)
+        self._gauges = QueueGauges(self.sink)
         # the SDK's span fields where they are as expected (checked once a process), else the
         # public API (sdk_fields); each read one attribute away, as the worker calls them per span
         read = span_reader()
@@ -145,10 +153,16 @@ class LoopwatchSpanProcessor(SpanProcessor):
         # other trace (the worker would only test such a start, as on_start just did; a plain
         # web span's start and end cost the worker as much as BatchSpanProcessor's whole
         # export). A trace id, not the spans': one lookup a start, none at the end, on the
-        # agent's thread. Past _TURN_TRACES (local roots that never end), every start is queued.
-        self._turn_traces: set[int] = set()
+        # agent's thread. A dict as an ordered set, oldest first. Once a second the worker
+        # drops those the assembler no longer holds (roots that never end, or whose end was
+        # dropped, are evicted there) and adds those it holds with a turn span started while
+        # every start was queued. At max_turn_traces on_start queues every start, until the
+        # worker finds the set below its bound again.
+        self._turn_traces: dict[int, None] = {}
+        self._trace_bound = max_turn_traces
         self._every_start = False
-        self._limit = self.config.queue_spans
+        self._limit = self.config.queue_spans  # 0 once shut down: nothing more is queued
+        self._open = True  # False once shut down: a span the queue cannot take is not counted
         self._batch = min(_BATCH, self._limit // 2)
         # one entry per span dropped at the queue bound; deque.append is atomic under the GIL
         self._queue_drops: deque[None] = deque()
@@ -163,9 +177,16 @@ class LoopwatchSpanProcessor(SpanProcessor):
         self._worker: threading.Thread | None = None
         # the last resource and its service (_service_of): spans of one provider share it
         self._resource: tuple[Resource | None, str] | None = None
+        # os.register_at_fork keeps a hook for good: it holds only a weak reference to this
+        # partial, which only the processor holds, so a processor no one else holds is
+        # collected (a weak reference to the processor itself is unsafe compiled: mypyc's
+        # classes do not clear theirs when freed)
+        self._reset_in_child: Callable[[], None] = partial(_after_fork, self)
         self._start_worker()
         if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._after_fork)
+            os.register_at_fork(
+                after_in_child=partial(_in_child, weakref.ref(self._reset_in_child))
+            )
 
     # -- the agent's thread -------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -173,11 +194,12 @@ class LoopwatchSpanProcessor(SpanProcessor):
         # queue one is skipped uncounted: its span is counted at its end, read or dropped, and
         # its turn is still finalized when the root ends.
         queued = len(self._queue)
-        if queued < self._limit:
+        if queued < self._limit:  # never once shut down
             cls = type(span)
             if self._start_class is None and self._fields and direct(cls):
                 self._start_class = cls  # learned at the first start: the SDK's span class
             start: tuple[Span] | StartFields
+            follow: int | None = None
             if cls is self._start_class:
                 # its fields, not the span: on_end gets a new ReadableSpan, so a started Span
                 # held here outlives its end until the worker runs, and the garbage collector
@@ -187,36 +209,46 @@ class LoopwatchSpanProcessor(SpanProcessor):
                     ctx = span._context
                     name = getattr(span, "_name")  # noqa: B009 (untyped: see sdk_fields)
                     attributes = span._attributes
-                    traces = self._turn_traces
                     trace_id = ctx[0]  # type: ignore[index]  # None: caught below
-                    if not self._every_start and trace_id not in traces:
+                    if not self._every_start and trace_id not in self._turn_traces:
                         if not _may_be_turn(name, attributes):
                             return  # in a trace without turn spans so far: it tells nothing
-                        if len(traces) < _TURN_TRACES:
-                            traces.add(trace_id)
-                        else:
-                            self._every_start = True
+                        follow = trace_id
                     start = (ctx, span._parent, name, attributes)
                 except Exception:  # a subclass that lacks a field, or an odd one
                     start = (span,)
             else:
                 start = (span,)
             self._append(start)
+            if follow is not None:
+                # after the append: a trace the worker finds followed has its start queued
+                self._follow(follow)
             if queued == self._batch:
                 self._wake.set()
 
+    def _follow(self, trace_id: int) -> None:
+        """on_start's: a trace that may hold a turn, followed from now on if the set has room."""
+        traces = self._turn_traces
+        if len(traces) < self._trace_bound:
+            traces[trace_id] = None
+        else:
+            self._every_start = True
+
     def on_end(self, span: ReadableSpan) -> None:
         queued = len(self._queue)
-        if queued < self._limit:
+        if queued < self._limit:  # never once shut down
             self._append(span)
             if queued == self._batch:
                 self._wake.set()
-        else:
+        elif self._open:
             self._queue_drops.append(None)
 
     def shutdown(self) -> None:
         if self._stopped:
             return
+        # as BatchSpanProcessor: from now on on_start and on_end return at once
+        self._limit = 0
+        self._open = False
         self.force_flush()
         self._stopped = True
         self._wake.set()
@@ -225,6 +257,10 @@ class LoopwatchSpanProcessor(SpanProcessor):
         with self._lock:
             self._safe(self._assembler.finalize_all)
             self._safe(self.sink.open_turns, self._assembler.open_turns)
+            self._turn_traces.clear()
+            self._every_start = False
+            self._show_queue(len(self._queue))
+            self._show_every_start()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Wait until every span handed to ``on_end`` so far has been processed."""
@@ -251,11 +287,25 @@ class LoopwatchSpanProcessor(SpanProcessor):
         self._worker.start()
 
     def _after_fork(self) -> None:
-        self._queue.clear()
+        """In a forked child: what was queued, followed and open is the parent's (its turns
+        are the parent's to count), and the parent's worker did not come along."""
         # the parent's worker may have held any of these at the fork (on_end sets _wake)
         self._lock = threading.Lock()
         self._drained = threading.Condition(self._lock)
         self._wake = threading.Event()
+        if isinstance(self.sink, LoopwatchMetrics):
+            self.sink.after_fork()
+        self._queue.clear()
+        self._queue_drops.clear()
+        self._processed = 0
+        self._turn_traces.clear()
+        self._every_start = False
+        self._assembler = TurnAssembler(self.config, self.sink, self._assembler.clock)
+        if self._stopped or not self._open:
+            return
+        self._safe(self.sink.open_turns, 0)
+        self._show_queue(0)
+        self._show_every_start()
         self._start_worker()
 
     def _safe(self, fn: Any, *args: Any) -> None:
@@ -273,15 +323,46 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._wake.wait(_POLL_SECONDS)
             self._wake.clear()
             with self._lock:
+                sweep = clock() >= next_sweep
+                # the traces followed before this drain (their starts are queued: on_start
+                # follows a trace after queueing its start), for _refollow once it has run
+                followed = list(self._turn_traces) if sweep and self._turn_traces else []
                 self._drain()
                 self._drained.notify_all()
-                if clock() >= next_sweep:
+                if sweep:
                     self._safe(self._assembler.sweep)
                     self._safe(self.sink.open_turns, self._assembler.open_turns)
+                    self._safe(self._refollow, followed)
                     next_sweep = clock() + _SWEEP_SECONDS
         with self._lock:
             self._drain()
             self._drained.notify_all()
+
+    def _refollow(self, followed: list[int]) -> None:
+        """The set of followed traces back to what on_start needs (see _turn_traces): of
+        ``followed``, whose starts the worker has taken, those the assembler no longer holds
+        leave; the turns it holds that are not followed (started while every start was queued)
+        join; every start is queued only while that fills the set."""
+        traces = self._turn_traces
+        assembler = self._assembler
+        for trace_id in followed:
+            if not assembler.holds(trace_id):
+                traces.pop(trace_id, None)
+        bound = self._trace_bound
+        for trace_id in assembler.turn_traces():
+            if len(traces) >= bound:
+                break
+            if trace_id not in traces:
+                traces[trace_id] = None
+        if self._every_start and len(traces) < bound:
+            self._every_start = False
+        self._show_every_start()
+
+    def _show_queue(self, queued: int) -> None:
+        self._safe(self._gauges.show_queued, queued)
+
+    def _show_every_start(self) -> None:
+        self._safe(self._gauges.show_all_starts, self._every_start)
 
     def _started(self, item: tuple[Span] | StartFields) -> None:
         if len(item) == 4:
@@ -348,6 +429,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
 
     def _drain(self) -> None:
         queue = self._queue
+        self._show_queue(len(queue))
         if not queue and not self._queue_drops:
             return
         counts: dict[str, int] = {}
@@ -363,6 +445,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
             drops.popleft()
             taken += 1
             self._safe(self.sink.dropped, DROP_QUEUE_FULL)
+        self._show_every_start()  # on_start may have turned it on
         self._processed += taken
 
     def _drain_chunk(self, queue: deque[Any], counts: dict[str, int]) -> int:
@@ -394,14 +477,14 @@ class LoopwatchSpanProcessor(SpanProcessor):
                 size = len(item)
                 if size == 5:
                     if item[2] is None and turn_traces:
-                        turn_traces.discard(item[0])
+                        turn_traces.pop(item[0], None)
                     self._plain(item[0], item[1], item[2], item[3], item[4])
                     plain += 1
                 elif size != 3:
                     self._started(item)
                 else:
                     if item[2].parent_id is None and turn_traces:
-                        turn_traces.discard(item[0])
+                        turn_traces.pop(item[0], None)
                     assembler.add(item[0], item[1], item[2])
                     kind = kind_of(item[2])
                     counts[kind] = counts.get(kind, 0) + 1
@@ -413,3 +496,17 @@ class LoopwatchSpanProcessor(SpanProcessor):
         # 3. the turns they completed to the sink
         self._safe(self._assembler.publish)
         return taken
+
+
+def _after_fork(processor: LoopwatchSpanProcessor) -> None:
+    processor._after_fork()
+
+
+def _in_child(reset: weakref.ref[Callable[[], None]]) -> None:
+    """One processor's hook after a fork, in the child (while the processor lives)."""
+    after_fork = reset()
+    if after_fork is not None:
+        try:
+            after_fork()
+        except Exception:
+            log.debug("loopwatch: internal error after a fork", exc_info=True)

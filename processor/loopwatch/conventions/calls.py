@@ -21,7 +21,13 @@ from loopwatch.core.identity import (
     without_free_text,
 )
 from loopwatch.core.keys import AttemptKey, attempt_key
-from loopwatch.core.outcomes import OK, classify_error, error_text_in_result, result_fingerprint
+from loopwatch.core.outcomes import (
+    OK,
+    classify_error,
+    error_text_in_result,
+    progress_fingerprint,
+    result_fingerprint,
+)
 from loopwatch.core.records import ToolCall
 from loopwatch.core.undeclared import warn_undeclared
 
@@ -70,7 +76,10 @@ def keyed_call(
     errored, types, messages = errors
     declaration = config.declaration(tool)
     if known:
-        warn_undeclared(tool, arguments, declaration)
+        warn_undeclared(
+            tool, arguments, declaration, result if result_known and not errored else None
+        )
+    progress, data = 0, False
     if errored:
         error_class = classify_error(types, messages)
         outcome = error_class
@@ -79,6 +88,8 @@ def keyed_call(
         error_class = OK
         fingerprint = result_fingerprint(result, declaration) if result_known else "unknown"
         outcome = fingerprint if result_known else OK
+        if result_known:
+            progress, data = progress_fingerprint(result, declaration, fingerprint)
     keying = _keying_declaration(arguments, declaration) if declaration is not None else None
     key = attempt_key(tool, arguments, outcome, keying, arguments_known=known, call=span[0])
     tool_version = description_hash(description) if description else ""
@@ -87,8 +98,9 @@ def keyed_call(
         if errored or not known or (keying is not None and keying.identity is not None)
         else _failed_identity(arguments, key)
     )
+    same_result = _same_result(progress, arguments, known, failed_identity) if data else 0
     span_id, parent_id, start_ns, end_ns = span
-    # In field order, without keywords: matching thirteen keywords costs more than the build.
+    # In field order, without keywords: matching fifteen keywords costs more than the build.
     return ToolCall(
         span_id,
         parent_id,
@@ -103,7 +115,21 @@ def keyed_call(
         agent,
         guard,
         failed_identity,
+        progress,
+        same_result,
     )
+
+
+def _same_result(progress: int, arguments: Any, known: bool, wording_free: str | None) -> int:
+    """What a same-result streak compares: the result's fingerprint with the identity of the
+    arguments minus free text (``wording_free``, when already hashed). Equal for calls that got
+    the same data for a reworded request, not for calls about another order or file."""
+    if not known:
+        wording_free = "?"
+    elif wording_free is None:
+        wording_free = identity_hash(without_free_text(arguments), None)
+    same = hash((progress, wording_free))
+    return same if same != 0 else 1
 
 
 def _failed_identity(arguments: Any, key: AttemptKey) -> str:

@@ -4,8 +4,19 @@ A hand-rolled loop over a raw model SDK has no tool span: each model call's outp
 calls it asks for, and the next call's input holds their results. The emitter modules turn their
 attributes into ``Message`` lists; this module reads the turn in them: the calls after the last
 user message that is not only tool results (Anthropic sends results in ``user`` messages),
-joined with their results by call id. A model call that requests no call answered in text: its
-turn is complete. core.conversations gathers the model calls of one turn by their call ids.
+joined with their results. A model call that requests no call answered in text: its turn is
+complete. core.conversations gathers the model calls of one turn by their calls' stand-in ids.
+
+Call ids are not trusted to be present or unique (the Gemini API has none; instrumentations
+write an empty one or make them up as ``{name}_{index}``). Where the turn's user message is in
+the history, a call's stand-in id is its turn (a digest of that message's text), its position in
+the turn, its tool and a digest of its arguments, and a call id unique in the whole history is
+kept beside it as an alias. Where the history lost its start (an attribute limit), a unique
+call id is the stand-in, and the alias joins it to the same call read from a fuller history. A
+result goes to the call of its id when that id is unique, else to the oldest call still
+unanswered (of its id, when it has a repeated one). A history of results alone (the Responses
+API's ``previous_response_id``: the calls are in the previous model call's output) hands its
+results on as ``dangling``, for core.conversations to join to the calls an open turn awaits.
 
 Linear in the span: every message is read once, and at most ``Config.max_spans_per_turn`` calls
 are read from one history."""
@@ -37,11 +48,12 @@ _ROLES_OF_RESULTS = frozenset({"tool", "function", "ipython"})
 class Message:
     """One message as the emitters normalize it: its role, the calls it requests ``(call id,
     tool, arguments)`` and the results it carries ``(call id, content, is_error)`` (``is_error``
-    None where the format has no such flag). Its text is not kept: nothing reads it."""
+    None where the format has no such flag). Only a user message's text is kept."""
 
     role: str
     calls: list[tuple[str | None, str, Any]] = field(default_factory=list)
     results: list[tuple[str | None, Any, bool | None]] = field(default_factory=list)
+    text: str = ""  # a user message's text (a reference, not a copy): it names the turn
 
 
 def _starts_turn(message: Message) -> bool:
@@ -74,8 +86,19 @@ def conversation(
             first = index
             break
     limit = config.max_spans_per_turn
-    asked, answers, position, unmatched = _history(inputs[first + 1 :], limit)
-    requested, without_id, over_limit = _requested(outputs or (), asked, limit, position)
+    keys = _Keys(
+        _turn_digest(inputs[first]) if first >= 0 else None, _id_counts(inputs, outputs or ())
+    )
+    asked, answers, position, unmatched = _history(inputs[first + 1 :], limit, keys)
+    requested, without_id, over_limit = _requested(outputs or (), asked, limit, position, keys)
+    dangling: tuple[tuple[int | None, Any, bool | None], ...] = ()
+    if first < 0 and position == 0:  # results whose calls are in the previous call's output
+        dangling = tuple(
+            (call_span_id(r[0]) if r[0] else None, r[1], r[2])
+            for m in inputs[first + 1 :]
+            for r in m.results
+        )
+        unmatched = 0  # core.conversations joins them, and counts those it cannot
 
     asked_ids = {c: call_span_id(c) for c in asked}
 
@@ -90,6 +113,13 @@ def conversation(
         )
 
     requested_ids = frozenset(call_span_id(c) for c in requested)
+
+    def answer(stand_in: int, content: Any, is_error: bool | None) -> ToolCall | None:
+        for c, (t, a) in requested.items():
+            if call_span_id(c) == stand_in:
+                return _call(c, t, a, (content, is_error), end, config)
+        return None
+
     return Conversation(
         outputs is not None and bool(outputs) and not requested,
         calls,
@@ -107,19 +137,71 @@ def conversation(
             )
             if n
         ),
+        tuple((call_span_id(a), call_span_id(k)) for k, a in keys.aliases.items()),
+        dangling,
+        answer if requested else None,
     )
 
 
+def _id_counts(inputs: Sequence[Message], outputs: Sequence[Message]) -> dict[str, int]:
+    """How many calls of the whole history and of the answer carry each call id."""
+    seen: dict[str, int] = {}
+    for messages in (inputs, outputs):
+        for message in messages:
+            for call_id, _tool, _arguments in message.calls:
+                if call_id:
+                    seen[call_id] = seen.get(call_id, 0) + 1
+    return seen
+
+
+def _turn_digest(message: Message) -> str:
+    """What names a turn: a digest of its user message's text."""
+    return hashlib.blake2b(message.text.encode("utf-8", "replace"), digest_size=8).hexdigest()
+
+
+class _Keys:
+    """The stand-in ids of one history's calls (see the module's docstring)."""
+
+    def __init__(self, turn: str | None, seen: dict[str, int]) -> None:
+        self.turn = turn
+        self.seen = seen
+        self.aliases: dict[str, str] = {}  # stand-in -> its call id, unique in the history
+
+    def unique(self, call_id: str | None) -> bool:
+        return call_id is not None and call_id != "" and self.seen.get(call_id, 0) == 1
+
+    def key(self, call_id: str | None, tool: str, arguments: Any, position: int) -> str:
+        unique = self.unique(call_id)
+        if self.turn is None:
+            return call_id if unique and call_id is not None else f"{call_id or ''}#{position}"
+        key = f"{self.turn}/{position}/{tool}/{_arguments_digest(arguments)}"
+        if unique and call_id is not None:
+            self.aliases[key] = call_id
+        return key
+
+
+def _arguments_digest(raw: Any) -> str:
+    """The same arguments, as a JSON text or a mapping, give the same digest."""
+    known, value = decode_arguments(raw)
+    try:
+        text = json.dumps(value if known else raw, sort_keys=True, default=str)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(raw)
+    return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).hexdigest()
+
+
 def _history(
-    messages: list[Message], limit: int
+    messages: list[Message], limit: int, keys: _Keys
 ) -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[Any, bool | None]], int, int]:
-    """The turn's calls so far ``{call id: (tool, arguments)}`` in history order, their answers
-    ``{call id: (content, is_error)}``, the number of calls read (kept or not), and how many
-    results sent since the last call request answer no call (counted once: the next model call
-    carries them again, behind a later request)."""
+    """The turn's calls so far ``{stand-in: (tool, arguments)}`` in history order, their
+    answers ``{stand-in: (content, is_error)}``, the number of calls read (kept or not), and
+    how many results sent since the last call request answer no call (counted once: the next
+    model call carries them again, behind a later request)."""
     asked: dict[str, tuple[str, Any]] = {}
     answers: dict[str, tuple[Any, bool | None]] = {}
     order: list[str] = []  # the calls in history order: what results without an id answer
+    by_unique: dict[str, str] = {}  # a unique call id -> its call
+    by_id: dict[str, list[str]] = {}  # a repeated call id -> its calls, oldest first
     oldest = 0  # the oldest call that may still be unanswered (each call passed once)
     position = 0
     unmatched = 0
@@ -128,49 +210,68 @@ def _history(
             unmatched = 0  # results before a request were counted by an earlier model call
         for call_id, tool, arguments in message.calls:
             if len(asked) < limit:
-                key = _call_id(call_id, asked, (), position)
+                key = keys.key(call_id, tool, arguments, position)
                 asked[key] = (tool, arguments)
                 order.append(key)
+                if call_id:
+                    if keys.unique(call_id):
+                        by_unique[call_id] = key
+                    else:
+                        by_id.setdefault(call_id, []).append(key)
             position += 1
         for result in message.results:
-            answer_id = result[0]
-            if answer_id is None:  # it answers the oldest call still unanswered
+            answer = _answered(result[0], by_unique, by_id, answers)
+            if answer is None:  # it answers the oldest call still unanswered
                 while oldest < len(order) and order[oldest] in answers:
                     oldest += 1
-                answer_id = order[oldest] if oldest < len(order) else None
-            if answer_id is None or answer_id not in asked:
+                answer = order[oldest] if oldest < len(order) else None
+            if answer is None or answer not in asked:
                 unmatched += 1
-            elif answer_id not in answers:
-                answers[answer_id] = (result[1], result[2])
+            elif answer not in answers:
+                answers[answer] = (result[1], result[2])
     return asked, answers, position, unmatched
 
 
+def _answered(
+    call_id: str | None,
+    by_unique: dict[str, str],
+    by_id: dict[str, list[str]],
+    answers: Container[str],
+) -> str | None:
+    """The call a result with ``call_id`` answers: the call of a unique id, else the oldest
+    unanswered call of a repeated one; None to answer by order."""
+    if not call_id:
+        return None
+    found = by_unique.get(call_id)
+    if found is not None:
+        return found
+    for key in by_id.get(call_id, ()):
+        if key not in answers:
+            return key
+    return None
+
+
 def _requested(
-    outputs: Sequence[Message], asked: dict[str, tuple[str, Any]], limit: int, position: int
+    outputs: Sequence[Message],
+    asked: dict[str, tuple[str, Any]],
+    limit: int,
+    position: int,
+    keys: _Keys,
 ) -> tuple[dict[str, tuple[str, Any]], int, int]:
-    """The calls the model asks for in its answer ``{call id: (tool, arguments)}``, how many had
-    no id (or one already taken) and how many fell past ``limit``."""
+    """The calls the model asks for in its answer ``{stand-in: (tool, arguments)}``, how many
+    had no id or one not unique in the history, and how many fell past ``limit``."""
     requested: dict[str, tuple[str, Any]] = {}
     without_id = over_limit = 0
     for message in outputs:
         for call_id, tool, arguments in message.calls:
             if len(asked) + len(requested) < limit:
-                key = _call_id(call_id, asked, requested, position)
-                without_id += key != call_id
+                key = keys.key(call_id, tool, arguments, position)
+                without_id += not keys.unique(call_id)
                 requested[key] = (tool, arguments)
             else:
                 over_limit += 1
             position += 1
     return requested, without_id, over_limit
-
-
-def _call_id(
-    call_id: str | None, taken: Container[str], also: Container[str], position: int
-) -> str:
-    """The call's id; its position where it has none or repeats one already read."""
-    if call_id and call_id not in taken and call_id not in also:
-        return call_id
-    return f"{call_id or ''}#{position}"
 
 
 def _call(
@@ -248,6 +349,8 @@ def message_from(m: Mapping[str, Any]) -> Message:
     if isinstance(content, str):
         if result_role(message.role):
             message.results.append((_text_or_none(m.get("tool_call_id")), content, None))
+        elif message.role == "user":
+            message.text = content
     elif isinstance(content, list):
         for block in content:
             if isinstance(block, Mapping):
@@ -270,7 +373,12 @@ def message_from(m: Mapping[str, Any]) -> Message:
 
 def _part(message: Message, part: Mapping[str, Any]) -> None:
     kind = part.get("type")
-    if kind in ("tool_call", "tool_use", "function_call"):
+    if kind == "text":
+        if message.role == "user":  # (GenAI parts hold it in content, Anthropic blocks in text)
+            text = part.get("content", part.get("text"))
+            if isinstance(text, str):
+                message.text = message.text + "\n" + text if message.text else text
+    elif kind in ("tool_call", "tool_use", "function_call"):
         message.calls.append(
             (
                 _text_or_none(part.get("id") or part.get("call_id")),

@@ -143,6 +143,8 @@ def _messages(attrs: Mapping[str, Any], base: str) -> list[Message]:
         call_id = attrs.get(prefix + "tool_call_id")
         if result_role(message.role) or call_id is not None:
             message.results.append((call_id if isinstance(call_id, str) else None, content, None))
+        elif message.role == "user" and isinstance(content, str):
+            message.text = content
         _tool_calls(attrs, prefix, message)
         found.append(message)
     return found

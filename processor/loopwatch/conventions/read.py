@@ -409,7 +409,18 @@ def _payloads(span: SpanView, reading: _Reading) -> tuple[Any, Any]:
         result = result if result is not None else hook_result
     if arguments is None:
         arguments = openinference.parameters_as_arguments(attrs)
+    if result is None:
+        result = _empty_text(attrs, reading.result)
     return arguments, result
+
+
+def _empty_text(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
+    """``""`` when a result attribute is set to the empty text (a tool that printed nothing):
+    a known, empty result; None when none is set."""
+    for key in keys:
+        if attrs.get(key) == "":
+            return ""
+    return None
 
 
 def _error_evidence(

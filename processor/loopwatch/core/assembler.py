@@ -13,6 +13,7 @@ from loopwatch.core.config import Config
 from loopwatch.core.conversations import Conversations, Ready
 from loopwatch.core.loop_log import log_loops
 from loopwatch.core.records import (
+    RESULT_WITHOUT_CALL,
     UNREADABLE_HISTORY,
     Conversation,
     Link,
@@ -51,7 +52,7 @@ _FINALIZED_MEMORY_FACTOR: Final = 4
 # record is a slotted object with its ids, times and names (plus the names' length); a record
 # under a parent is also an entry of the children index and of the referenced set; a span id in
 # a set; a trace's own objects.
-RECORD_BYTES: dict[type, int] = {ToolCall: 520, TurnMark: 300, LlmMark: 300, Link: 280}
+RECORD_BYTES: dict[type, int] = {ToolCall: 610, TurnMark: 300, LlmMark: 300, Link: 280}
 CHILD_BYTES: Final = 140
 SET_ENTRY_BYTES: Final = 70
 TRACE_BYTES: Final = 1000
@@ -151,6 +152,14 @@ class TurnAssembler:
     @property
     def open_turns(self) -> int:
         return len(self._traces) + len(self._conversations)
+
+    def holds(self, trace_id: int) -> bool:
+        """Whether the trace is open here (neither finalized nor evicted yet)."""
+        return trace_id in self._traces
+
+    def turn_traces(self) -> list[int]:
+        """The open traces in which a turn span has started (``span_started``), oldest first."""
+        return [trace_id for trace_id, trace in self._traces.items() if trace.in_turn]
 
     def _charge(self, trace: _Trace, size: int) -> None:
         trace.size += size
@@ -445,6 +454,10 @@ class TurnAssembler:
             self._ready.extend(done)
             for _ in range(evicted):
                 self.sink.evicted(EVICT_CAPACITY)
+        unjoined = self._conversations.results_without_call
+        if unjoined:
+            self._conversations.results_without_call = 0
+            self.sink.malformed(RESULT_WITHOUT_CALL, unjoined)
         self._sync_conversation_bytes()
         return True
 

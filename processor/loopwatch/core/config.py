@@ -27,6 +27,11 @@ class ConfigError(ValueError):
 class Config:
     loop_threshold: int = 3
     no_rows_threshold: int = 3
+    # None: each tool's no-rows threshold
+    same_result_threshold: int | None = None
+    # consecutive failures of one tool with one error class, over more than one key
+    # (docs: why 5)
+    failing_threshold: int = 5
     tools: Mapping[str, ToolDeclaration] = field(default_factory=dict)
     # from x-loopwatch on tool definitions; merged between the file and the decorator
     schema_tools: Mapping[str, ToolDeclaration] = field(default_factory=dict)
@@ -55,6 +60,11 @@ class Config:
     header_timeout_seconds: float = 10.0
     body_timeout_seconds: float = 30.0
 
+    # the guards' shared store (docs/guards.md, "Several workers and hosts")
+    guards_store: str = "memory"
+    guards_lease_seconds: float = 300.0
+    guards_on_store_error: str = "allow"
+
     def declaration(self, tool: str) -> ToolDeclaration | None:
         """The merged declaration of one tool (file < x-loopwatch < decorator)."""
         declared = self.tools.get(tool)
@@ -73,6 +83,18 @@ class Config:
             return decl.no_rows_threshold
         return self.no_rows_threshold
 
+    def same_result_threshold_for(self, decl: ToolDeclaration | None) -> int:
+        if decl is not None and decl.same_result_threshold is not None:
+            return decl.same_result_threshold
+        if self.same_result_threshold is not None:
+            return self.same_result_threshold
+        return self.no_rows_threshold_for(decl)
+
+    def failing_threshold_for(self, decl: ToolDeclaration | None) -> int:
+        if decl is not None and decl.failing_threshold is not None:
+            return decl.failing_threshold
+        return self.failing_threshold
+
     def with_tool_definitions(self, definitions: list[Mapping[str, Any]]) -> Config:
         """Add ``x-loopwatch`` declarations from OpenAI/MCP tool definitions."""
         from loopwatch.core.declarations import declarations_from_tool_definitions
@@ -87,6 +109,16 @@ _SETTINGS: dict[tuple[str, str], tuple[str, tuple[str, ...], type]] = {
     ("defaults", "no_rows_threshold"): (
         "no_rows_threshold",
         ("LOOPWATCH_NO_ROWS_THRESHOLD",),
+        int,
+    ),
+    ("defaults", "same_result_threshold"): (
+        "same_result_threshold",
+        ("LOOPWATCH_SAME_RESULT_THRESHOLD",),
+        int,
+    ),
+    ("defaults", "failing_threshold"): (
+        "failing_threshold",
+        ("LOOPWATCH_FAILING_THRESHOLD",),
         int,
     ),
     ("limits", "label_values"): ("label_limit", ("LOOPWATCH_LABEL_LIMIT",), int),
@@ -131,10 +163,23 @@ _SETTINGS: dict[tuple[str, str], tuple[str, tuple[str, ...], type]] = {
         ("LOOPWATCH_BODY_TIMEOUT_SECONDS",),
         float,
     ),
+    ("guards", "store"): ("guards_store", ("LOOPWATCH_GUARDS_STORE",), str),
+    ("guards", "lease_seconds"): (
+        "guards_lease_seconds",
+        ("LOOPWATCH_GUARDS_LEASE_SECONDS",),
+        float,
+    ),
+    ("guards", "on_store_error"): (
+        "guards_on_store_error",
+        ("LOOPWATCH_GUARDS_ON_STORE_ERROR",),
+        str,
+    ),
 }
 _MINIMUM = {
     "loop_threshold": 2,
     "no_rows_threshold": 2,
+    "same_result_threshold": 2,
+    "failing_threshold": 2,
     "label_limit": 1,
     "series_limit": 1,
     "label_chars": 16,  # room for the hash suffix of a cut value
@@ -150,7 +195,20 @@ _MINIMUM = {
     "max_header_bytes": 1024,
     "header_timeout_seconds": 0.001,
     "body_timeout_seconds": 0.001,
+    "guards_lease_seconds": 0.001,
 }
+ON_STORE_ERROR = ("allow", "deny")
+_STORE_PREFIXES = ("sqlite:///", "redis://", "rediss://", "unix://")
+
+
+def check_store_url(url: str) -> str:
+    """``url`` if it names a guard store, else a ValueError saying what does."""
+    if url == "memory" or (url.startswith(_STORE_PREFIXES) and url.split("://", 1)[1].strip("/")):
+        return url
+    raise ValueError(
+        f"not a guard store: {url!r}; expected memory, sqlite:///path/to/file.db or "
+        "redis://host:port/db"
+    )
 
 
 def _coerce(where: str, value: Any, kind: type) -> Any:
@@ -172,6 +230,13 @@ def _check(where: str, name: str, value: Any) -> None:
         raise ConfigError(f"{where}: must be at least {low}, got {value!r}")
     if name == "metrics_port" and value > 65535:
         raise ConfigError(f"{where}: not a port number: {value!r}")
+    if name == "guards_on_store_error" and value not in ON_STORE_ERROR:
+        raise ConfigError(f"{where}: expected one of {', '.join(ON_STORE_ERROR)}, got {value!r}")
+    if name == "guards_store":
+        try:
+            check_store_url(value)
+        except ValueError as e:
+            raise ConfigError(f"{where}: {e}") from None
 
 
 def config_from_mapping(data: Mapping[str, Any], source: str = "loopwatch.toml") -> Config:

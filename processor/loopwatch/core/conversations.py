@@ -1,18 +1,24 @@
 """Turns rebuilt from model calls' message histories (design.md, "Words: turn").
 
 In a hand-rolled loop no span executes a tool: each model call's input holds the conversation so
-far and its output the calls it asks for. Consecutive model calls of one turn share call ids (the
+far and its output the calls it asks for. Consecutive model calls of one turn share calls (the
 calls one asks for are in the next one's history, with their results), so the model calls are
-gathered by call id, whatever traces they sit in, and the turn is complete when the model answers
-in text. Call ids hold where a history does not: the SDK's attribute limit drops a long
-history's first messages, and with them the turn's user message. A turn whose answer never comes
-(the loop was cut off) is finalized when idle."""
+gathered by their calls' stand-in ids (conventions.messages: the turn, position, tool and
+arguments of a call, never a call id alone), whatever traces they sit in, and the turn is
+complete when the model answers in text. A call id unique in its history is an alias of its
+call: the SDK's attribute limit drops a long history's first messages, and with them the turn's
+user message, and such a model call names its calls by their ids. A model call sent only results
+(the Responses API's ``previous_response_id``) joins the turn that asked for their calls: by
+call id, else the turn of its service seen last that awaits results, in the order asked. A turn
+whose answer never comes (the loop was cut off) is finalized when idle."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field, replace
 from itertools import count
+from typing import Any
 
 from loopwatch.core.records import Conversation, LlmMark, ToolCall, TurnMark
 from loopwatch.core.turns import TurnGroup
@@ -24,6 +30,8 @@ _ID_BYTES = 150  # a call id in the turn's set, the index by call id and the cal
 _UNKNOWN = "unknown"
 
 Wanted = dict[tuple[str, str], dict[int, None]]  # (service, tool) -> call ids, oldest first
+# builds a requested call with the result sent later, and the call's id as its builder knows it
+Answerer = tuple[Callable[[int, Any, bool | None], ToolCall | None], int]
 
 
 @dataclass(slots=True)
@@ -40,6 +48,10 @@ class _Open:
     ids: set[int] = field(default_factory=set)  # every call id seen in the turn
     settled: set[int] = field(default_factory=set)  # calls known with their outcome
     claimed: set[int] = field(default_factory=set)  # calls a tool span of their own stood for
+    alias_of: dict[int, int] = field(default_factory=dict)  # a call's unique id -> its stand-in
+    # requested calls no history has answered yet, oldest first: what a result sent without
+    # its call (the Responses API's previous_response_id) answers
+    answerers: dict[int, Answerer] = field(default_factory=dict)
     llms: list[LlmMark] = field(default_factory=list)
     size: int = _TURN_BYTES
 
@@ -66,6 +78,8 @@ class Conversations:
         # a lone tool span finds its call in one lookup, whatever is open
         self._unanswered: Wanted = {}
         self._answered: Wanted = {}
+        # results sent without their call that no open turn asked for (the assembler counts them)
+        self.results_without_call = 0
 
     def __len__(self) -> int:
         return len(self._open)
@@ -92,6 +106,20 @@ class Conversations:
             entry = self._by_call.get(call_id)
             if entry is not None and entry not in found:
                 found.append(entry)
+        for alias, _stand_in in conversation.aliases:
+            entry = self._by_call.get(alias)
+            if entry is not None and entry not in found:
+                found.append(entry)
+        if conversation.dangling and not found:
+            for answered_id, _content, _is_error in conversation.dangling:
+                if answered_id is not None and answered_id in done:
+                    return None  # results of a turn finalized already: late
+            chained = self._chained(service, conversation.dangling)
+            if chained is not None:
+                found.append(chained)
+            elif not ids:  # the end of a turn not seen (or finalized when idle): no turn
+                self.results_without_call += len(conversation.dangling)
+                return [], 0
         evicted: list[Ready] = []
         if not found:
             if not ids and not conversation.final:
@@ -116,15 +144,67 @@ class Conversations:
         for call_id in ids:
             self._by_call[call_id] = entry
         entry.ids.update(ids)
+        for alias, stand_in in conversation.aliases:
+            entry.alias_of[alias] = stand_in
+            self._by_call[alias] = entry
+            entry.ids.add(alias)
         grown = (len(entry.ids) - known_ids) * _ID_BYTES
         entry.size += grown
         self.buffered_bytes += grown
         self._merge(entry, mark, conversation)
+        if conversation.dangling:
+            self._answer(entry, mark, conversation.dangling)
         completed: list[Ready] = []
         if conversation.final:
             completed.append(self._pop(entry))
         completed.extend(evicted)
         return completed, len(evicted)
+
+    def _chained(
+        self, service: str, dangling: tuple[tuple[int | None, Any, bool | None], ...]
+    ) -> _Open | None:
+        """The open turn results sent without their calls answer: the turn that asked for
+        a call of their id, else the one of ``service`` seen last that awaits results (the
+        loop sends a step's results in its next model call)."""
+        for call_id, _content, _is_error in dangling:
+            if call_id is not None:
+                entry = self._by_call.get(call_id)
+                if entry is not None:
+                    return entry
+        for number in reversed(self._open):
+            entry = self._open[number]
+            if entry.service == service and entry.answerers:
+                return entry
+        return None
+
+    def _answer(
+        self,
+        entry: _Open,
+        mark: LlmMark,
+        dangling: tuple[tuple[int | None, Any, bool | None], ...],
+    ) -> None:
+        """Join each result sent without its call to the call of its id, else to the oldest
+        call still unanswered (results come back in the order the calls were asked)."""
+        answerers = entry.answerers
+        for call_id, content, is_error in dangling:
+            target = None
+            if call_id is not None:
+                mapped = entry.alias_of.get(call_id, call_id)
+                if mapped in answerers:
+                    target = mapped
+            if target is None:
+                target = next(iter(answerers), None)
+            if target is None:
+                self.results_without_call += 1
+                continue
+            build, own = answerers.pop(target)
+            call = build(own, content, is_error)
+            if call is None or target not in entry.calls:
+                continue  # (not kept: over max_calls)
+            entry.calls[target] = replace(call, span_id=target) if call.span_id != target else call
+            entry.settled.add(target)
+            entry.answered_at.setdefault(target, mark.start_ns)
+            self._want(entry, target)
 
     def claim(self, service: str, tool: str) -> bool:
         """Whether an open turn of ``service`` asked for a call of ``tool`` that no tool span has
@@ -172,7 +252,15 @@ class Conversations:
         calls = entry.calls
         before = len(calls)
         settled = entry.settled
-        for call in conversation.calls(settled):
+        alias_of = entry.alias_of
+        # a history that lost the turn's start names calls by their ids: read as their stand-ins
+        aliased = bool(alias_of) and any(i in alias_of for i in conversation.ids)
+        known_ids: Container[int] = settled
+        if aliased:
+            known_ids = settled | {a for a, stand_in in alias_of.items() if stand_in in settled}
+        for call in conversation.calls(known_ids):
+            if aliased and call.span_id in alias_of:
+                call = replace(call, span_id=alias_of[call.span_id])
             known = calls.get(call.span_id)
             # a later history may carry the result an earlier one lacked; never the reverse
             if known is None:
@@ -185,11 +273,17 @@ class Conversations:
             if call.result != _UNKNOWN or call.error_class != "ok":
                 settled.add(call.span_id)
         requested, answered = entry.requested_at, entry.answered_at
-        for call_id in conversation.requested:
+        answer = conversation.answer
+        for own in conversation.requested:
+            call_id = alias_of.get(own, own) if aliased else own
             if call_id not in requested:
                 requested[call_id] = mark.end_ns
                 self._want(entry, call_id)
+                if answer is not None and call_id not in answered:
+                    entry.answerers[call_id] = (answer, own)
         for call_id in conversation.answered:
+            call_id = alias_of.get(call_id, call_id) if aliased else call_id
+            entry.answerers.pop(call_id, None)
             if call_id not in answered:
                 answered[call_id] = mark.start_ns
                 if call_id in requested:
@@ -211,6 +305,10 @@ class Conversations:
         entry.ids.update(other.ids)
         entry.settled.update(other.settled)
         entry.claimed.update(other.claimed)
+        entry.alias_of.update(other.alias_of)
+        for call_id, answerer in other.answerers.items():
+            if call_id not in entry.answered_at:
+                entry.answerers.setdefault(call_id, answerer)
         for call_id in other.ids:
             self._by_call[call_id] = entry
         entry.llms.extend(other.llms)

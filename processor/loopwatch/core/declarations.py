@@ -12,11 +12,17 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 from loopwatch.core.identity import WHOLE_ARGUMENTS, WHOLE_ARGUMENTS_FIELDS
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+# What a ``result`` declaration can name besides a dotted path.
+ROWS: Final = "rows"  # results are row sets: empty means no rows
+WHOLE_RESULT: Final = "*"  # the whole result, a text or JSON, normalized (core.fingerprint)
+REGEX_RESULT: Final = "re:"  # then a regular expression: its first match in the result's text
 
 
 class DeclarationError(ValueError):
@@ -28,10 +34,13 @@ class ToolDeclaration:
     # None: not declared. ("*",): the explicit choice of the whole arguments.
     identity: tuple[str, ...] | None = None
     reviewed_parameters: tuple[str, ...] | None = None
-    # "rows" (empty result = no rows) or a dotted path whose value fingerprints a success.
+    # "rows" (empty result = no rows), "*" (the whole result), "re:" and a regular expression,
+    # or a dotted path: what fingerprints a success (core.outcomes.declared_part)
     result: str | None = None
     loop_threshold: int | None = None
     no_rows_threshold: int | None = None
+    same_result_threshold: int | None = None
+    failing_threshold: int | None = None
 
     @property
     def whole_arguments(self) -> bool:
@@ -66,7 +75,49 @@ def _threshold(tool: str, name: str, value: Any) -> int:
     return value
 
 
-_KNOWN = {"identity", "reviewed_parameters", "result", "loop_threshold", "no_rows_threshold"}
+class _Patterns:
+    """Compiled ``re:`` declarations, by declaration (few: one per tool that declares one)."""
+
+    def __init__(self) -> None:
+        self.compiled: dict[str, re.Pattern[str]] = {}
+
+
+_PATTERNS: Final = _Patterns()
+_PATTERNS_KEPT: Final = 256
+
+
+def declared_pattern(part: str) -> re.Pattern[str]:
+    """The compiled expression of a ``result = "re:..."`` declaration (raises re.error)."""
+    compiled = _PATTERNS.compiled
+    found = compiled.get(part)
+    if found is None:
+        found = re.compile(part[len(REGEX_RESULT) :])  # the user's pattern: their own cost
+        if len(compiled) >= _PATTERNS_KEPT:
+            compiled.clear()
+        compiled[part] = found
+    return found
+
+
+_THRESHOLDS = ("loop_threshold", "no_rows_threshold", "same_result_threshold", "failing_threshold")
+_KNOWN = {"identity", "reviewed_parameters", "result", *_THRESHOLDS}
+
+
+def _result(tool: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise DeclarationError(
+            f'tool {tool!r}: result must be "rows", "*" (the whole result), "re:" and a '
+            f"regular expression, or a dotted path; got {value!r}"
+        )
+    if value.startswith(REGEX_RESULT):
+        try:
+            declared_pattern(value)
+        except re.error as e:
+            raise DeclarationError(
+                f"tool {tool!r}: result {value!r} is not a regular expression: {e}"
+            ) from None
+    return value
 
 
 def declaration_from_mapping(tool: str, raw: Mapping[str, Any]) -> ToolDeclaration:
@@ -79,9 +130,9 @@ def declaration_from_mapping(tool: str, raw: Mapping[str, Any]) -> ToolDeclarati
             f"tool {tool!r}: unknown key(s) {', '.join(unknown)}; "
             f"known: {', '.join(sorted(_KNOWN))}"
         )
-    result = raw.get("result")
-    if result is not None and (not isinstance(result, str) or not result):
-        raise DeclarationError(f'tool {tool!r}: result must be "rows" or a dotted path')
+    thresholds = {
+        name: _threshold(tool, name, raw[name]) if name in raw else None for name in _THRESHOLDS
+    }
     return ToolDeclaration(
         identity=_str_tuple(tool, "identity", raw["identity"]) if "identity" in raw else None,
         reviewed_parameters=(
@@ -89,17 +140,8 @@ def declaration_from_mapping(tool: str, raw: Mapping[str, Any]) -> ToolDeclarati
             if "reviewed_parameters" in raw
             else None
         ),
-        result=result,
-        loop_threshold=(
-            _threshold(tool, "loop_threshold", raw["loop_threshold"])
-            if "loop_threshold" in raw
-            else None
-        ),
-        no_rows_threshold=(
-            _threshold(tool, "no_rows_threshold", raw["no_rows_threshold"])
-            if "no_rows_threshold" in raw
-            else None
-        ),
+        result=_result(tool, raw.get("result")),
+        **thresholds,
     )
 
 
@@ -201,6 +243,8 @@ def tool(
     result: str | None = None,
     loop_threshold: int | None = None,
     no_rows_threshold: int | None = None,
+    same_result_threshold: int | None = None,
+    failing_threshold: int | None = None,
 ) -> Callable[[F], F]:
     """Declare a Python tool function's identity fields: ``@loopwatch.tool(identity=["id"])``.
 
@@ -240,6 +284,8 @@ def tool(
             ("result", result),
             ("loop_threshold", loop_threshold),
             ("no_rows_threshold", no_rows_threshold),
+            ("same_result_threshold", same_result_threshold),
+            ("failing_threshold", failing_threshold),
         ):
             if v is not None:
                 raw[k] = v

@@ -74,13 +74,17 @@ def merge(layers: list[ToolCall]) -> ToolCall:
     error_class = next((e for e in failed if e != _GENERIC_ERROR), failed[0]) if failed else OK
     source = next((c for c in layers if c.arguments_known), outer)
     identity, inferred = source.key.identity, source.key.inferred
+    fingerprint = same_result = 0
     if error_class != OK:
         if source.failed_identity is not None:
             identity, inferred = source.failed_identity, True
         result, outcome = _UNKNOWN, error_class
     else:
-        result = next((c.result for c in layers if c.result != _UNKNOWN), _UNKNOWN)
+        read = next((c for c in layers if c.result != _UNKNOWN), None)
+        result = _UNKNOWN if read is None else read.result
         outcome = result if result != _UNKNOWN else OK
+        if read is not None:
+            fingerprint, same_result = read.fingerprint, read.same_result
     if not source.arguments_known:
         identity = unknown_identity(outcome, outer.span_id)
     return replace(
@@ -93,4 +97,6 @@ def merge(layers: list[ToolCall]) -> ToolCall:
         agent=next((c.agent for c in layers if c.agent), None),
         guard=next((c.guard for c in layers if c.guard), None),
         failed_identity=None,
+        fingerprint=fingerprint,
+        same_result=same_result,
     )

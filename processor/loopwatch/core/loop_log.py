@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from loopwatch.core.outcomes import OK
 from loopwatch.core.spans import trace_hex
-from loopwatch.core.summary import NO_ROWS, TurnSummary
+from loopwatch.core.summary import FAILING, NO_ROWS, SAME_RESULT, TurnSummary
 
 log = logging.getLogger("loopwatch")
 
@@ -26,11 +25,21 @@ def log_loops(s: TurnSummary) -> None:
                 s.agent,
                 trace_hex(s.trace_id),
             )
-        if (OK, NO_ROWS) in t.loops:
+        for error_class, kind in t.loops:
+            if kind == NO_ROWS:
+                streak = t.no_rows_streak or 0
+            elif kind == SAME_RESULT:
+                streak = t.same_result_streak or 0
+            elif kind == FAILING:
+                streak = t.failing_streak
+            else:
+                continue  # a repeat: its keys are logged above
             log.info(
-                "loopwatch: loop found: tool=%s no_rows_streak=%d service=%s agent=%s trace_id=%s",
+                "loopwatch: loop found: tool=%s %s_streak=%d%s service=%s agent=%s trace_id=%s",
                 t.tool,
-                t.no_rows_streak or 0,
+                kind,
+                streak,
+                f" error_class={error_class}" if kind == FAILING else "",
                 s.service,
                 s.agent,
                 trace_hex(s.trace_id),

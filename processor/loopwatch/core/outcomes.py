@@ -1,5 +1,6 @@
 """Outcomes of a tool call: the error class (a closed vocabulary) or, on success, the result
-fingerprint (``empty``, ``rows`` or the hash of a declared result path)."""
+fingerprint (``empty``, ``rows`` or the hash of the declared part of the result), and the
+fingerprint that tells progress (core.fingerprint)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ import re
 from collections.abc import Iterable
 from typing import Any, Final
 
-from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.core import fingerprint as fingerprints
+from loopwatch.core.declarations import (
+    REGEX_RESULT,
+    ROWS,
+    WHOLE_RESULT,
+    ToolDeclaration,
+    declared_pattern,
+)
 from loopwatch.core.identity import MISSING, canonical_json, get_path, short_hash
 
 OK: Final = "ok"
@@ -23,7 +31,8 @@ ERROR_CLASSES: Final = (
     "tool_error",
 )
 EMPTY: Final = "empty"
-ROWS: Final = "rows"
+# the length of a declared part's hash, as an attempt key's outcome
+_PART_HASH_CHARS: Final = 12
 # How much of one message, error type or status description is read to classify it: what
 # names the failure comes first, and a bound keeps a hostile megabyte-long message cheap.
 MAX_EXAMINED_CHARS: Final = 4 * 1024
@@ -185,12 +194,54 @@ def is_empty(value: Any, *, no_value_is_empty: bool = True) -> bool:
     return False
 
 
+def declared_part(result: Any, part: str) -> Any:
+    """The part of a result a ``result`` declaration names: ``"*"`` the whole result; ``"re:"``
+    and a regular expression, its first match in the result's text (a text as it is, any
+    other value as canonical JSON; at most MAX_HASHED_CHARS of it searched), its groups
+    joined when it has any; else a dotted path. MISSING where there is none."""
+    if part == WHOLE_RESULT:
+        return result
+    if part.startswith(REGEX_RESULT):
+        text, _ = fingerprints.result_text(result)
+        # (validated when declared)
+        match = declared_pattern(part).search(text, 0, fingerprints.MAX_HASHED_CHARS)
+        if match is None:
+            return MISSING
+        groups = match.groups()
+        if not groups:
+            return match.group(0)
+        return "\x00".join(g or "" for g in groups) if len(groups) > 1 else (groups[0] or "")
+    return get_path(result, part)
+
+
 def result_fingerprint(result: Any, declaration: ToolDeclaration | None) -> str:
-    """``empty``/``rows``, or with a declared result path, ``empty`` or a hash of its value."""
-    path = declaration.result if declaration is not None else None
-    if path and path != ROWS:
-        value = get_path(result, path)
+    """``empty``/``rows``, or with a declared part of the result (declared_part), ``empty`` or
+    a hash of that part: of its normalized text for the whole result (core.fingerprint)."""
+    part = declaration.result if declaration is not None else None
+    if part and part != ROWS:
+        value = declared_part(result, part)
         if value is MISSING or is_empty(value):
             return EMPTY
-        return short_hash(canonical_json(value), 12)
-    return EMPTY if is_empty(result, no_value_is_empty=path == ROWS) else ROWS
+        if part == WHOLE_RESULT:
+            return fingerprints.stable_fingerprint(value, _PART_HASH_CHARS)
+        return short_hash(canonical_json(value), _PART_HASH_CHARS)
+    return EMPTY if is_empty(result, no_value_is_empty=part == ROWS) else ROWS
+
+
+def progress_fingerprint(
+    result: Any, declaration: ToolDeclaration | None, outcome: str
+) -> tuple[int, bool]:
+    """``(fingerprint, data)`` of a successful call's known result whose attempt-key outcome
+    is ``outcome`` (result_fingerprint): the fingerprint two calls of one key compare to tell
+    progress, and whether the result is data a same-result streak counts (a declared result,
+    or core.fingerprint.carries_data). A declared part is its fingerprint; else the whole
+    result, normalized."""
+    if outcome == EMPTY:
+        return fingerprints.EMPTY, False
+    part = declaration.result if declaration is not None else None
+    if part and part != ROWS:
+        found = hash(outcome)
+        if found in (fingerprints.NOT_KNOWN, fingerprints.EMPTY):
+            found += 2
+        return found, True
+    return fingerprints.fingerprint(result), part == ROWS or fingerprints.carries_data(result)

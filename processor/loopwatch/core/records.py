@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from loopwatch.core.keys import AttemptKey
 
@@ -21,7 +21,14 @@ SPAN_KINDS: Final = (KIND_TOOL, KIND_TURN, KIND_LLM, KIND_OTHER)
 GUARD_ATTRIBUTE: Final = "loopwatch.guard.decision"
 GUARD_EVENT: Final = "loopwatch.guard"
 GUARD_DECISIONS: Final = frozenset(
-    {"stopped", "no_rows_stopped", "budget_exhausted", "suppressed", "circuit_open"}
+    {
+        "stopped",
+        "no_rows_stopped",
+        "budget_exhausted",
+        "suppressed",
+        "circuit_open",
+        "store_unavailable",
+    }
 )
 
 
@@ -34,7 +41,7 @@ class ToolCall:
     tool: str
     key: AttemptKey
     error_class: str  # "ok" on success
-    result: str  # "empty", "rows", a result hash, or "unknown" when not readable
+    result: str  # "empty", "rows", a declared part's hash, or "unknown" when not readable
     arguments_known: bool
     tool_version: str
     agent: str | None
@@ -42,6 +49,12 @@ class ToolCall:
     # a successful call of an undeclared tool: the (inferred) identity its arguments key to as
     # a failed call, for when another layer of the same call saw it fail (core.layers)
     failed_identity: str | None = None
+    # a successful call's result fingerprint (core.fingerprint: NOT_KNOWN when failed or not
+    # readable, EMPTY when empty): a repeat of a key whose fingerprint changed made progress
+    fingerprint: int = 0
+    # for a result that is data: the fingerprint with the arguments' identity minus free text,
+    # equal in consecutive calls that got the same data for a reworded request (0: no data)
+    same_result: int = 0
 
     # written out (init=False): compiled, dataclass's generated __init__ is Python code that
     # sets each field through its descriptor; this one is C
@@ -60,6 +73,8 @@ class ToolCall:
         agent: str | None,
         guard: str | None = None,
         failed_identity: str | None = None,
+        fingerprint: int = 0,
+        same_result: int = 0,
     ) -> None:
         self.span_id = span_id
         self.parent_id = parent_id
@@ -74,6 +89,8 @@ class ToolCall:
         self.agent = agent
         self.guard = guard
         self.failed_identity = failed_identity
+        self.fingerprint = fingerprint
+        self.same_result = same_result
 
 
 @dataclass(init=False, slots=True)
@@ -123,7 +140,7 @@ class UnreadableHistory(ValueError):
 class Conversation:
     """The turn a model call's messages show, where no span executes the tools (a hand-rolled
     loop over a raw model SDK): the calls since the turn's user message, read from the model
-    calls' histories and joined with their results by call id."""
+    calls' histories and joined with their results (conventions.messages says how)."""
 
     # the model answered in text (no call requested): the turn is complete
     final: bool
@@ -141,6 +158,16 @@ class Conversation:
     # what this model call added that could not be read as it is: (reason, count), reasons
     # from MALFORMED_REASONS (its own output's calls, and the results sent since the last call)
     malformed: tuple[tuple[str, int], ...] = ()
+    # (the call's id, unique in the history, as a stand-in id; the call's stand-in id) where
+    # they differ: a model call whose history lost the turn's start names the call by the
+    # first, and core.conversations joins it to the second
+    aliases: tuple[tuple[int, int], ...] = ()
+    # results sent in a history that holds no call at all (the Responses API's
+    # ``previous_response_id``: the calls are in the previous model call's output), in order:
+    # (the stand-in id of their call id, None without one; content; is_error)
+    dangling: tuple[tuple[int | None, Any, bool | None], ...] = ()
+    # builds one call this model call requested (by its stand-in id) with a result sent later
+    answer: Callable[[int, Any, bool | None], ToolCall | None] | None = None
 
 
 @dataclass(init=False, slots=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, cast
 
 from loopwatch.core.summary import TurnSummary
 
@@ -15,3 +15,45 @@ class Sink(Protocol):
     def late(self) -> None: ...
     def malformed(self, reason: str, count: int = 1) -> None: ...
     def open_turns(self, count: int) -> None: ...
+
+
+class QueueHealth(Protocol):
+    """What an entry point with a queue to its worker reports besides the Sink: a sink without
+    these methods (a replay's, say) is not told."""
+
+    def queued(self, count: int) -> None:
+        """Items waiting for the worker when it last looked at its queue."""
+        ...
+
+    def all_starts(self, on: bool) -> None:
+        """Whether the in-process processor queues every span start (its bound of followed
+        traces reached)."""
+        ...
+
+
+def queue_health(sink: object) -> QueueHealth | None:
+    """``sink`` where it has QueueHealth's methods (LoopwatchMetrics has), else None.
+    (Tested by its methods: compiled, a Protocol does not take ``isinstance``.)"""
+    if callable(getattr(sink, "queued", None)) and callable(getattr(sink, "all_starts", None)):
+        return cast(QueueHealth, sink)
+    return None
+
+
+class QueueGauges:
+    """The QueueHealth gauges of a sink that has them (none otherwise), each set when its value
+    changes only: the worker that owns the queue calls these as often as it looks."""
+
+    def __init__(self, sink: object) -> None:
+        self.health = queue_health(sink)
+        self.queued = 0
+        self.all_starts = False
+
+    def show_queued(self, count: int) -> None:
+        if self.health is not None and count != self.queued:
+            self.queued = count
+            self.health.queued(count)
+
+    def show_all_starts(self, on: bool) -> None:
+        if self.health is not None and on != self.all_starts:
+            self.all_starts = on
+            self.health.all_starts(on)

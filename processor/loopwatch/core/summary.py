@@ -1,4 +1,5 @@
-"""One finished turn's numbers: attempts per key, no-rows streaks, loops, time past the cap."""
+"""One finished turn's numbers: attempts per key (runs that progress resets), no-rows,
+same-result and failing streaks, loops, time past the cap."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from operator import attrgetter
 from typing import Final
 
 from loopwatch.core.config import Config
+from loopwatch.core.fingerprint import NOT_KNOWN
 from loopwatch.core.keys import AttemptKey
 from loopwatch.core.outcomes import EMPTY, OK
 from loopwatch.core.records import LlmMark, ToolCall, TurnMark
@@ -14,6 +16,8 @@ from loopwatch.core.records import LlmMark, ToolCall, TurnMark
 UNKNOWN: Final = "unknown"
 REPEAT: Final = "repeat"
 NO_ROWS: Final = "no_rows"
+SAME_RESULT: Final = "same_result"
+FAILING: Final = "failing"
 
 
 # Summaries are built once per turn and never changed: plain slots classes build several times
@@ -34,6 +38,9 @@ class ToolSummary:
     # failed calls of a tool with no identity declaration: keyed on arguments minus free text
     calls_keyed_by_inference: int = 0
     looping_keys: tuple[tuple[AttemptKey, int], ...] = ()  # (key, attempts) at the threshold
+    # longest run of consecutive calls that got the same data (None: no result readable)
+    same_result_streak: int | None = None
+    failing_streak: int = 0  # longest run of consecutive failures with one error class
 
     # written out (init=False): compiled, dataclass's generated __init__ is Python code that
     # sets each field through its descriptor; this one is C
@@ -51,6 +58,8 @@ class ToolSummary:
         guard_decisions: tuple[tuple[str, int], ...] = (),
         calls_keyed_by_inference: int = 0,
         looping_keys: tuple[tuple[AttemptKey, int], ...] = (),
+        same_result_streak: int | None = None,
+        failing_streak: int = 0,
     ) -> None:
         self.tool = tool
         self.tool_version = tool_version
@@ -64,6 +73,8 @@ class ToolSummary:
         self.guard_decisions = guard_decisions
         self.calls_keyed_by_inference = calls_keyed_by_inference
         self.looping_keys = looping_keys
+        self.same_result_streak = same_result_streak
+        self.failing_streak = failing_streak
 
 
 @dataclass(init=False, slots=True)
@@ -159,11 +170,24 @@ def summarize(
     turn span's, else the tool spans', else ``root_agent`` (the trace root's)."""
     executed, guarded = _executed(calls)
     by_key, by_tool, keys_of = _grouped(executed)
-    worst: list[ToolCall] = []
-    for key_calls in by_key.values():
-        if len(key_calls) > len(worst):
-            worst = key_calls
-    tools = _tool_summaries(by_tool, keys_of, guarded, llms, config)
+    runs_of: dict[tuple[str, str, str], list[int]] = {}  # keys of more than one call
+    worst: list[ToolCall] = []  # the calls of the longest run of attempts of one key
+    for fields, key_calls in by_key.items():
+        if len(key_calls) == 1:  # most keys
+            if not worst:
+                worst = key_calls
+            continue
+        runs = runs_of[fields] = attempt_runs(key_calls)
+        if len(runs) == 1:  # no progress: one run of every call
+            if len(key_calls) > len(worst):
+                worst = key_calls
+            continue
+        start = 0
+        for n in runs:
+            if n > len(worst):
+                worst = key_calls[start : start + n]
+            start += n
+    tools = _tool_summaries(by_tool, keys_of, runs_of, guarded, llms, config)
     agent = (
         (turn.agent if turn else None)
         or next((c.agent for c in executed if c.agent), None)
@@ -237,9 +261,30 @@ def _grouped(executed: list[ToolCall]) -> _Grouped:
     return by_key, by_tool, keys_of
 
 
+def attempt_runs(key_calls: list[ToolCall]) -> list[int]:
+    """The attempts of one key's calls (in start order), as runs: a successful call whose
+    result fingerprint changed since the key's last call made progress and starts a new run.
+    Failures, and results not read, never do (one run of every call)."""
+    if key_calls[0].error_class != OK:
+        return [len(key_calls)]
+    runs: list[int] = []
+    n = 0
+    previous = NOT_KNOWN
+    for c in key_calls:
+        current = c.fingerprint
+        if n and current != previous and current != NOT_KNOWN and previous != NOT_KNOWN:
+            runs.append(n)
+            n = 0
+        n += 1
+        previous = current
+    runs.append(n)
+    return runs
+
+
 def _tool_summaries(
     by_tool: dict[str, list[ToolCall]],
     keys_of: dict[str, list[list[ToolCall]]],
+    runs_of: dict[tuple[str, str, str], list[int]],
     guarded: dict[str, dict[str, int]],
     llms: list[LlmMark],
     config: Config,
@@ -248,7 +293,7 @@ def _tool_summaries(
     definition_versions: dict[str, str] | None = None  # only for a tool whose calls name none
     tools: list[ToolSummary] = []
     for tool, tool_calls in by_tool.items():
-        summary = _tool_summary(tool, tool_calls, keys_of[tool], config)
+        summary = _tool_summary(tool, tool_calls, keys_of[tool], runs_of, config)
         if tool in guarded:
             summary.guard_decisions = _pairs(guarded.pop(tool))
         if not summary.tool_version:
@@ -262,7 +307,11 @@ def _tool_summaries(
 
 
 def _tool_summary(
-    tool: str, tool_calls: list[ToolCall], key_lists: list[list[ToolCall]], config: Config
+    tool: str,
+    tool_calls: list[ToolCall],
+    key_lists: list[list[ToolCall]],
+    runs_of: dict[tuple[str, str, str], list[int]],
+    config: Config,
 ) -> ToolSummary:
     """One tool's numbers from its calls and its keys' calls, in start order (no guard decisions;
     the version the first call naming one names, else "")."""
@@ -273,20 +322,36 @@ def _tool_summary(
     loops: set[tuple[str, str]] = set()
     looping: list[tuple[AttemptKey, int]] = []
     for key_calls in key_lists:
-        n = len(key_calls)
-        if n > max_attempts:
-            max_attempts = n
-        if n > 1:  # most keys have one call: nothing more to count
-            error_class = key_calls[0].error_class
-            repeats[error_class] = repeats.get(error_class, 0) + n - 1
-        if n >= threshold:
-            error_class = key_calls[0].error_class
+        if len(key_calls) == 1:  # most keys have one call: nothing more to count
+            if not max_attempts:
+                max_attempts = 1
+            continue
+        k = key_calls[0].key
+        runs = runs_of[(k.tool, k.identity, k.outcome)]
+        error_class = key_calls[0].error_class
+        repeated = len(key_calls) - len(runs)  # calls past the first of their run
+        if repeated:
+            repeats[error_class] = repeats.get(error_class, 0) + repeated
+        longest = max(runs) if len(runs) > 1 else runs[0]
+        if longest > max_attempts:
+            max_attempts = longest
+        if longest >= threshold:
             loops.add((error_class, REPEAT))
-            looping.append((key_calls[0].key, n))
-            # attempts past the loop threshold are what a breaker at cap threshold-1 stops
-            over_cap_ns += sum(max(0, c.end_ns - c.start_ns) for c in key_calls[threshold:])
-    # one pass over the tool's calls in start order
+            looping.append((k, longest))
+            start = 0
+            for n in runs:
+                # attempts past the loop threshold are what a breaker at cap threshold-1 stops
+                for c in key_calls[start + threshold : start + n]:
+                    over_cap_ns += max(0, c.end_ns - c.start_ns)
+                start += n
+    # one pass over the tool's calls in start order: no-rows, failing and same-result runs
     run = longest = bare = inferred = 0
+    fail_run = fail_longest = same_run = same_longest = 0
+    fail_class = fail_first = same_first = ""  # the run's class; the identity of its first key
+    fail_keys = same_keys = False  # the run holds more than one key
+    same_previous = 0
+    failing_threshold = config.failing_threshold_for(declaration)
+    same_threshold = config.same_result_threshold_for(declaration)
     readable, version = False, ""
     classes: dict[str, int] = {}
     for c in tool_calls:
@@ -297,9 +362,36 @@ def _tool_summary(
                 longest = run
         else:
             run = 0
+        error_class = c.error_class
+        if error_class != OK:
+            if fail_run and error_class == fail_class:
+                fail_run += 1
+                fail_keys = fail_keys or c.key.identity != fail_first
+            else:
+                fail_run, fail_class, fail_first, fail_keys = 1, error_class, c.key.identity, False
+            if fail_run > fail_longest:
+                fail_longest = fail_run
+            # a run of one key is that key's attempts (a repeat loop), not a streak of its own
+            if fail_keys and fail_run >= failing_threshold:
+                loops.add((error_class, FAILING))
+        else:
+            fail_run = 0
+        same = c.same_result
+        if not same:  # a failure, an empty result, an acknowledgement, a result not read
+            same_run = same_previous = 0
+        else:
+            if same == same_previous:
+                same_run += 1
+                same_keys = same_keys or c.key.identity != same_first
+            else:
+                same_run, same_previous, same_first, same_keys = 1, same, c.key.identity, False
+            if same_run > same_longest:
+                same_longest = same_run
+            if same_keys and same_run >= same_threshold:
+                loops.add((OK, SAME_RESULT))
         readable = readable or result != UNKNOWN
         version = version or c.tool_version
-        classes[c.error_class] = classes.get(c.error_class, 0) + 1
+        classes[error_class] = classes.get(error_class, 0) + 1
         if not c.arguments_known:
             bare += 1
         if c.key.inferred:
@@ -321,4 +413,6 @@ def _tool_summary(
         (),
         inferred,
         tuple(looping) if looping else (),
+        same_longest if readable else None,
+        fail_longest,
     )

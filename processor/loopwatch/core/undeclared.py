@@ -1,4 +1,5 @@
-"""One WARNING per undeclared tool: its name and the declaration to add to loopwatch.toml."""
+"""One WARNING per undeclared tool: its name and the declaration to add to loopwatch.toml,
+judged from its first call (core.suggest): field names and reasons, never values."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import logging
 import threading
 from typing import Any
 
-from loopwatch.core.declarations import ToolDeclaration, declaration_toml
-from loopwatch.core.identity import short_hash, without_free_text
+from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.core.identity import short_hash
+from loopwatch.core.suggest import FieldChoice, choices_from_call, result_of_value, suggestion_toml
 
 log = logging.getLogger("loopwatch")
 
@@ -39,22 +41,27 @@ class _Warned:
 _WARNED = _Warned()
 
 
-def suggestion(tool: str, arguments: dict[str, Any]) -> list[str]:
+def suggestion(tool: str, arguments: dict[str, Any], result: Any = None) -> list[str]:
     """The declaration to review: identity = the parameters that were not free text in this
-    call (``"*"`` when all were), reviewed_parameters = all of them."""
+    call, or were text the tool sends (``"*"`` when none is kept), each with why it is in or out;
+    reviewed_parameters = all of them; a ``result`` path when ``result`` is a JSON object."""
     listed = list(itertools.islice(arguments, _MAX_PARAMETERS))
-    names = [str(k)[:_MAX_NAME_CHARS] for k in listed]
-    kept = without_free_text({k: arguments[k] for k in listed})
-    identity = tuple(str(k)[:_MAX_NAME_CHARS] for k in kept)
-    lines = declaration_toml(tool[:_MAX_NAME_CHARS], identity, tuple(names))
+    choices = [
+        FieldChoice(c.name[:_MAX_NAME_CHARS], c.kept, c.reason)
+        for c in choices_from_call(tool, {k: arguments[k] for k in listed})
+    ]
+    lines = suggestion_toml(tool[:_MAX_NAME_CHARS], choices, result_of_value(result))
     if len(arguments) > _MAX_PARAMETERS:
         lines.append(f"# and {len(arguments) - _MAX_PARAMETERS} more parameters")
     return lines
 
 
-def warn_undeclared(tool: str, arguments: Any, declaration: ToolDeclaration | None) -> None:
+def warn_undeclared(
+    tool: str, arguments: Any, declaration: ToolDeclaration | None, result: Any = None
+) -> None:
     """Warn once per process about a tool called with named arguments and no identity
-    declaration. Parameter names only: values never reach a log line."""
+    declaration; ``result`` is the call's decoded result when it succeeded. Parameter and
+    result field names only: values never reach a log line."""
     if declaration is not None and declaration.identity is not None:
         return
     if not isinstance(arguments, dict) or not arguments or not _WARNED.first(tool):
@@ -62,7 +69,7 @@ def warn_undeclared(tool: str, arguments: Any, declaration: ToolDeclaration | No
     log.warning(
         "loopwatch: tool %r has no identity declaration, so its failed calls are keyed on their "
         "arguments minus free text (a guess) and its successful calls on all arguments. "
-        "Review and add to loopwatch.toml to be exact:\n%s",
+        "Review and add to loopwatch.toml to be exact (each field says why it is in or out):\n%s",
         tool[:_MAX_NAME_CHARS],
-        "\n".join(suggestion(tool, arguments)),
+        "\n".join(suggestion(tool, arguments, result)),
     )

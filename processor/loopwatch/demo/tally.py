@@ -6,7 +6,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
-from loopwatch.core.sink import Sink
+from loopwatch.core.sink import Sink, queue_health
 from loopwatch.core.summary import TurnSummary
 
 _WORST_KEPT = 5
@@ -57,3 +57,13 @@ class Tally:
 
     def open_turns(self, count: int) -> None:
         self.forward.open_turns(count)
+
+    def queued(self, count: int) -> None:
+        health = queue_health(self.forward)
+        if health is not None:
+            health.queued(count)
+
+    def all_starts(self, on: bool) -> None:
+        health = queue_health(self.forward)
+        if health is not None:
+            health.all_starts(on)

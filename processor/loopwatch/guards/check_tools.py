@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from loopwatch.core.config import Config, ConfigError, load_config
 from loopwatch.core.declarations import DeclarationError, ToolDeclaration, declaration_toml
 from loopwatch.guards.sources import SourceError, ToolInfo, load
-from loopwatch.guards.starter import starter_toml, suggest_identity
+from loopwatch.guards.starter import action_values, starter_toml, suggest_identity
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,7 @@ def check_tool(tool: ToolInfo, declaration: ToolDeclaration | None) -> tuple[str
     if identity is None:
         if params:
             table, suggested, reviewed_line = declaration_toml(
-                name, suggest_identity(params), params
+                name, suggest_identity(params, name, action_values(tool)), params
             )
             problems.append(
                 f"{name}: has parameters ({_names(params)}) but no identity declaration; declare "

@@ -3,14 +3,27 @@ reviewed parameters of every tool, each marked for review."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from loopwatch.core.declarations import ToolDeclaration, declaration_toml, toml_string
+from loopwatch.core.suggest import (
+    ACTION_PARAMETER,
+    IN_NAMED,
+    IN_SENT,
+    OUT_NAMED,
+    FieldChoice,
+    identity_of,
+    result_of_schema,
+    sends_text,
+    suggestion_toml,
+    words,
+)
 from loopwatch.guards.sources import ToolInfo
 
 # A parameter whose name holds one of these words is taken for free text (left out of the
-# suggested identity): a suggestion from names alone, which is why each one is for review.
+# suggested identity, unless the tool sends it): a suggestion from names alone, which is why
+# each one is for review.
 FREE_TEXT_WORDS = frozenset(
     {
         "answer",
@@ -37,37 +50,82 @@ FREE_TEXT_WORDS = frozenset(
         "title",
     }
 )
-_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 REVIEW = "# review:"
 
 
 def looks_like_free_text(parameter: str) -> bool:
-    return any(w.lower() in FREE_TEXT_WORDS for w in _WORD.findall(parameter))
+    return any(w in FREE_TEXT_WORDS for w in words(parameter))
 
 
-def suggest_identity(parameters: Iterable[str]) -> tuple[str, ...]:
-    """The parameters that do not look like free text (empty: key on all arguments)."""
-    return tuple(p for p in parameters if not looks_like_free_text(p))
+def choices_from_names(
+    parameters: Iterable[str], tool: str = "", actions: Iterable[str] = ()
+) -> list[FieldChoice]:
+    """Each parameter judged by its name: free-text names out, unless the tool sends its text
+    (core.suggest.sends_text: its name or one of its ``action`` values)."""
+    sends = sends_text(tool, actions)
+    out: list[FieldChoice] = []
+    for p in parameters:
+        if not looks_like_free_text(p):
+            out.append(FieldChoice(p, True, IN_NAMED))
+        else:
+            out.append(FieldChoice(p, sends, IN_SENT if sends else OUT_NAMED))
+    return out
+
+
+def suggest_identity(
+    parameters: Iterable[str], tool: str = "", actions: Iterable[str] = ()
+) -> tuple[str, ...]:
+    """The parameters that do not look like free text, or are text the tool sends (empty: key on
+    all arguments)."""
+    return identity_of(choices_from_names(parameters, tool, actions))
+
+
+def _schema(tool: ToolInfo, *keys: str) -> Mapping[str, Any] | None:
+    d = tool.definition
+    if d is None:
+        return None
+    inner = d.get("function")
+    fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else d
+    for key in keys:
+        schema = fn.get(key)
+        if isinstance(schema, Mapping):
+            return schema
+    return None
+
+
+def action_values(tool: ToolInfo) -> tuple[str, ...]:
+    """The values the tool's definition allows its ``action`` parameter (its JSON Schema enum)."""
+    schema = _schema(tool, "parameters", "inputSchema", "input_schema")
+    props = schema.get("properties") if schema is not None else None
+    action = props.get(ACTION_PARAMETER) if isinstance(props, Mapping) else None
+    enum = action.get("enum") if isinstance(action, Mapping) else None
+    return tuple(v for v in enum if isinstance(v, str)) if isinstance(enum, list) else ()
 
 
 def suggestion_lines(tool: ToolInfo, declaration: ToolDeclaration | None) -> list[str]:
     """The ``[tools.NAME]`` table of one tool with parameters, its review note first."""
     params = tool.parameters
-    if declaration is not None and declaration.identity is not None:
-        identity = declaration.identity
-        note = f"{REVIEW} identity as declared already ({tool.source})"
+    if declaration is None or declaration.identity is None:
+        choices = choices_from_names(params, tool.name, action_values(tool))
+        note = f"{REVIEW} suggested from the parameter names"
+        result = result_of_schema(_schema(tool, "outputSchema", "output_schema"))
+        if declaration is not None and declaration.result is not None:
+            result = None  # declared already: written below with the rest of the declaration
+        lines = suggestion_toml(tool.name, choices, result, (note,))
     else:
-        identity = suggest_identity(params)
-        left_out = [p for p in params if p not in identity]
-        note = f"{REVIEW} suggested from the parameter names" + (
-            f"; left out as free text: {', '.join(left_out)}" if left_out else ""
-        )
-    table, *body = declaration_toml(tool.name, identity, params)
-    for name in ("result", "loop_threshold", "no_rows_threshold"):
+        table, *body = declaration_toml(tool.name, declaration.identity, params)
+        lines = [table, f"{REVIEW} identity as declared already ({tool.source})", *body]
+    for name in (
+        "result",
+        "loop_threshold",
+        "no_rows_threshold",
+        "same_result_threshold",
+        "failing_threshold",
+    ):
         value = getattr(declaration, name, None)
         if value is not None:
-            body.append(f"{name} = {toml_string(value) if isinstance(value, str) else value}")
-    return [table, note, *body]
+            lines.append(f"{name} = {toml_string(value) if isinstance(value, str) else value}")
+    return lines
 
 
 def starter_toml(
@@ -76,9 +134,11 @@ def starter_toml(
     lines = [
         f"# loopwatch.toml written by `loopwatch check-tools --init` from {' '.join(sources)}.",
         "# Each identity is a suggestion: the parameters that decide what a call does (which",
-        "# customer, which order), never free text the model rewords. Review every table marked",
-        '# "review", then run `loopwatch check-tools` in CI. identity = "*" keys a call on all',
-        "# its arguments; reviewed_parameters is what the identity was judged against.",
+        "# customer, which order), never free text the model rewords, except the text a tool",
+        "# sends, posts or writes (distinct texts are distinct effects). Each field's comment",
+        "# says why it is in or out; a field left out is a commented-out entry. Review every",
+        '# table marked "review", then run `loopwatch check-tools` in CI. identity = "*" keys a',
+        "# call on all its arguments; reviewed_parameters is what the identity was judged against.",
     ]
     for tool, declaration in tools:
         lines.append("")

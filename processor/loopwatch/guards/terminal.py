@@ -11,6 +11,7 @@ NO_ROWS_STOPPED = "no_rows_stopped"
 BUDGET_EXHAUSTED = "budget_exhausted"
 SUPPRESSED = "suppressed"
 CIRCUIT_OPEN = "circuit_open"
+STORE_UNAVAILABLE = "store_unavailable"
 IN_FLIGHT = "in_flight"  # identical calls still running when the next one came
 
 # What the repeated attempts mean, and what the model should do instead. Honest above all: a
@@ -142,3 +143,22 @@ def circuit_open(tool: str, error_class: str, duplicates: int) -> TerminalResult
     if error_class == "timeout":
         message += " It timed out: it may have succeeded, and needs to be checked."
     return TerminalResult(CIRCUIT_OPEN, tool, error_class, duplicates, message)
+
+
+def already_done(tool: str, error_class: str, duplicates: int) -> TerminalResult:
+    """A duplicate whose first outcome is not replayed (``replay=False``, or a result another
+    process could not store as JSON)."""
+    message = (
+        f"SUPPRESSED by loopwatch: {tool} was not run again; the same request was already made. "
+        "Do not retry. Report the first outcome to the user."
+    )
+    return TerminalResult(SUPPRESSED, tool, error_class, duplicates, message)
+
+
+def store_unavailable(tool: str) -> TerminalResult:
+    message = (
+        f"STOPPED by loopwatch: {tool} was not run. Whether the same request was already made "
+        "cannot be checked right now, and running it twice could repeat its effect. Do not "
+        "retry in this turn. Tell the user the request was not sent and to try again later."
+    )
+    return TerminalResult(STORE_UNAVAILABLE, tool, "unavailable", 0, message)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from loopwatch.core.config import Config
+from loopwatch.history.by_trace import GroupingError
 from loopwatch.history.replay import (
     Outcome,
     add_input_arguments,
@@ -27,7 +28,7 @@ from loopwatch.history.replay import (
     run_replay,
     stdout_gone,
 )
-from loopwatch.history.report import Report, percentile
+from loopwatch.history.report import LOOP_KINDS, Report, kinds_text, percentile
 
 DEFAULT_ALPHA = 0.05
 EXIT_NEUTRAL = 0
@@ -257,12 +258,14 @@ def write_text(c: Comparison, out: TextIO, threshold: int) -> None:
         "Loops: turns in which a key of the tool and error class looped, of the turns using "
         "the tool\n"
     )
+    out.write(f"  baseline turns with a loop:  {kinds_text(c.baseline.loops_by_kind)}\n")
+    out.write(f"  candidate turns with a loop: {kinds_text(c.candidate.loops_by_kind)}\n")
     if not c.cells:
         out.write("  none in the candidate\n")
     for cell in c.cells:
         basis = "" if cell.basis == TOOL else f" ({cell.basis}, tool unused in baseline)"
         out.write(
-            f"  {cell.agent:<12} {cell.tool:<18} {cell.error_class:<14} {cell.kind:<8} "
+            f"  {cell.agent:<12} {cell.tool:<18} {cell.error_class:<14} {cell.kind:<11} "
             f"baseline {cell.baseline_loops}/{cell.baseline_turns} "
             f"({_pct(cell.baseline_share)}){basis}  candidate {cell.candidate_loops}/"
             f"{cell.candidate_turns} ({_pct(cell.candidate_share)})  p {_p(cell.p_value)}"
@@ -291,7 +294,13 @@ def write_markdown(c: Comparison, out: TextIO, threshold: int) -> None:
     out.write(f"{verdict_line(c)}\n\n")
     out.write(f"Baseline {c.baseline.turns} turns, candidate {c.candidate.turns} turns. ")
     out.write(f"Test: {TEST_NAME}, alpha {c.alpha:g}.\n\n")
-    out.write("| agent | tool | error class | kind | baseline | candidate | p | |\n")
+    out.write("| kind | what loops | baseline turns | candidate turns |\n|---|---|---|---|\n")
+    for kind, meaning in LOOP_KINDS:
+        out.write(
+            f"| {kind} | {meaning} | {c.baseline.loops_by_kind[kind]} | "
+            f"{c.candidate.loops_by_kind[kind]} |\n"
+        )
+    out.write("\n| agent | tool | error class | kind | baseline | candidate | p | |\n")
     out.write("|---|---|---|---|---|---|---|---|\n")
     for cell in c.cells:
         basis = "" if cell.basis == TOOL else f" ({cell.basis})"
@@ -375,8 +384,12 @@ def _run(args: argparse.Namespace) -> int:
     if not 0 < args.alpha < 1:
         print("loopwatch compare: --alpha must be between 0 and 1", file=sys.stderr)
         return EXIT_UNREADABLE
-    baseline = _side("baseline", args.baseline, config, args.format)
-    candidate = _side("candidate", args.candidate, config, args.format)
+    try:
+        baseline = _side("baseline", args.baseline, config, args.format)
+        candidate = _side("candidate", args.candidate, config, args.format)
+    except GroupingError as e:
+        print(f"loopwatch compare: {e}", file=sys.stderr)
+        return EXIT_UNREADABLE
     unreadable = [
         name for name, o in (("baseline", baseline), ("candidate", candidate)) if not o.stats.spans
     ]

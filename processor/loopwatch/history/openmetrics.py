@@ -7,8 +7,8 @@ bounds as a live replica) in the order they ended, and every ``interval`` second
 the whole registry is written as one scrape: each sample with that timestamp and the ``job``
 and ``instance`` labels a scrape would add. A scrape at time T holds every turn that ended by
 T. Turns are held until no turn ending before the next scrape can still come (the replay says
-when: a grace period and the idle timeout of span time after the batches that could still
-bring one), so memory holds a few minutes of turns, not the input."""
+when: it feeds whole traces in time order, and only a hand-rolled turn stays open, for at most
+the idle timeout of span time), so memory holds a few minutes of turns, not the input."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
-"""``loopwatch replay PATH...``: stored traces through the service's pipeline, on the spans'
-own clock.
+"""``loopwatch replay PATH...``: stored traces through the service's pipeline, a whole trace at
+a time, in time order, whatever order they were stored in.
 
-The pipeline is ``loopwatch serve``'s (same reading, keys, config and turn rules), driven on
-this thread: its clock is the latest span end read so far, so a trace is finalized a grace
-period of *span time* after its root arrives, and an idle one after the idle timeout of span
-time. Memory is bounded by the traces open within that window (and by the service's own
-bounds: ``open_turns``, ``buffer_bytes``), not by the size of the input. At the end of input
-every trace still open is finalized."""
+A batch job in two passes: the input is read once and its spans grouped by trace in temporary
+files (:mod:`loopwatch.history.by_trace`, memory bounded by ``Limits``); then every trace goes
+through ``loopwatch serve``'s pipeline (same reading, keys, config and turn rules), in order of
+its earliest span end, and is finalized as soon as it has: nothing of it can come later, so the
+numbers are the same for any order of lines and any split of the spans across files. The clock
+is span time: the earliest span end of the trace being fed."""
 
 from __future__ import annotations
 
@@ -17,67 +17,69 @@ import json
 import os
 import sys
 import time
-from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from loopwatch.core.config import Config, ConfigError, load_config
 from loopwatch.core.sink import Sink
-from loopwatch.core.spans import SpanView
+from loopwatch.history.by_trace import DEFAULT_LIMITS, Grouping, GroupingError, Limits, Trace
 from loopwatch.history.formats import AUTO, FORMATS, Reader, ReadStats
+from loopwatch.history.progress import Progress
 from loopwatch.history.report import Report, ReportSink
+from loopwatch.service.otlp import REMOTE_PARENT
 
-DEFAULT_GRACE = 60.0  # seconds of span time after a root before its trace is finalized
 EXIT_OK = 0
 EXIT_UNREADABLE = 2
-_PROGRESS_SECONDS = 0.5
+CHUNK_SPANS = 512  # spans through the pipeline at once: a BatchSpanProcessor's export batch
 
 
 class Replay:
-    """The service's pipeline without its worker thread, on the spans' clock."""
+    """The service's pipeline without its worker thread, fed whole traces in time order."""
 
     def __init__(self, config: Config, sink: Sink) -> None:
         from loopwatch.service.pipeline import Pipeline
 
-        self.now = 0.0  # seconds: the latest span end read so far
+        self.now = 0.0  # seconds: the earliest span end of the latest trace fed
         self.pipeline = Pipeline(config, sink, clock=self.clock, worker=False)
-        self.rooted_at_end = 0  # traces finalized at the end of input: with their root
-        self.rootless_at_end = 0  # and without one (its parent never came)
-        self._hold = config.grace_seconds + config.idle_timeout_seconds
-        # (clock before, clock after) of the batches read within the last hold of span time
-        self._recent: deque[tuple[float, float]] = deque()
+        self.traces = 0
+        self.rootless = 0  # traces without a root span (a parent missing): their turns cut
+        self._idle = config.idle_timeout_seconds
 
     def clock(self) -> float:
         return self.now
 
-    def feed(self, spans: list[SpanView]) -> None:
-        if not spans:
+    def feed(self, traces: list[Trace]) -> None:
+        """Whole traces, in order of earliest span end (as ``Grouping.traces`` gives them), at
+        most ``config.max_open_turns``: their turns reach the sink before this returns. Their
+        spans go through the pipeline together (a request's worth, as the service takes them)
+        at the clock of the last; then each trace is finalized in turn at its own."""
+        if not traces:
             return
-        before = self.now
-        latest = max(s.end_ns for s in spans) / 1e9
-        if latest > self.now:
-            self.now = latest
-        self.pipeline.process(spans)
-        self.pipeline.advance()
-        recent = self._recent
-        recent.append((before, self.now))
-        while recent[0][1] <= self.now - self._hold:
-            recent.popleft()
+        pipeline = self.pipeline
+        self.now = traces[-1].first_end_ns / 1e9
+        pipeline.process(
+            traces[0].spans if len(traces) == 1 else [s for t in traces for s in t.spans]
+        )
+        for trace in traces:
+            self.now = trace.first_end_ns / 1e9
+            # a local root, or the top of this process's part (its parent in another process)
+            rooted = any(s.parent_id is None or s.extra.get(REMOTE_PARENT) for s in trace.spans)
+            if not rooted:
+                self.rootless += 1
+            pipeline.complete(trace.trace_id, cut=not rooted)
+        pipeline.advance()
+        self.traces += len(traces)
 
     def settled(self) -> float:
-        """Span time up to which every turn has reached the sink, for input in time order.
-
-        A trace is finalized a grace period after its root arrives, or the idle timeout after
-        its last span did; a span arrives with its batch, on the clock after that batch (its
-        latest end), though it may have ended as early as the clock before it. So a turn still
-        to come arrived in a batch read within the last grace plus idle timeout, and ended no
-        earlier than the clock before the oldest of those batches."""
-        horizon = self.now - self._hold
-        return min(self._recent[0][0], horizon) if self._recent else horizon
+        """Span time up to which every turn has reached the sink. A trace is finalized as it
+        is fed, and every span of the traces still to come ends at the clock or later (the
+        earliest span end of the last trace fed); only a hand-rolled turn (model calls across
+        traces) stays open, while its last model call ended within the idle timeout."""
+        return self.now - self._idle
 
     def finish(self) -> None:
-        self.rooted_at_end, self.rootless_at_end = self.pipeline.finish()
+        self.pipeline.finish()
 
 
 @dataclass
@@ -89,40 +91,20 @@ class Outcome:
     cpu_seconds: float
 
 
-class Progress:
-    """A one-line progress display on a terminal: files, spans and spans/s."""
-
-    def __init__(self, out: TextIO | None, stats: ReadStats) -> None:
-        self.out = out
-        self.stats = stats
-        self.started = time.monotonic()
-        self.next = self.started + _PROGRESS_SECONDS
-        self.file = ""
-        self.shown = False
-
-    def on_file(self, index: int, name: str) -> None:
-        self.file = f"file {index + 1}/{self.stats.files}"
-
-    def tick(self) -> None:
-        if self.out is None:
-            return
-        now = time.monotonic()
-        if now < self.next:
-            return
-        self.next = now + _PROGRESS_SECONDS
-        rate = self.stats.spans / max(now - self.started, 1e-9)
-        mib = self.stats.bytes_read / (1 << 20)
-        self.out.write(
-            f"\r  {self.file}: {self.stats.spans:,} spans, {mib:,.1f} MiB read, "
-            f"{rate:,.0f} spans/s\x1b[K"
-        )
-        self.out.flush()
-        self.shown = True
-
-    def done(self) -> None:
-        if self.out is not None and self.shown:
-            self.out.write("\r\x1b[K")
-            self.out.flush()
+def chunks(traces: Iterator[Trace], config: Config) -> Iterator[list[Trace]]:
+    """Consecutive traces, up to CHUNK_SPANS spans (or one larger trace) and at most
+    ``max_open_turns`` traces a chunk (all of them are open at once)."""
+    chunk: list[Trace] = []
+    spans = 0
+    most = config.max_open_turns
+    for trace in traces:
+        if chunk and (spans + len(trace.spans) > CHUNK_SPANS or len(chunk) >= most):
+            yield chunk
+            chunk, spans = [], 0
+        chunk.append(trace)
+        spans += len(trace.spans)
+    if chunk:
+        yield chunk
 
 
 def run_replay(
@@ -132,22 +114,34 @@ def run_replay(
     forward: Sink | None = None,
     progress: TextIO | None = None,
     on_batch: Any = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Outcome:
-    """Read ``paths`` through the pipeline; the report, what the reader met, and the engine."""
+    """Read ``paths`` through the pipeline; the report, what the reader met, and the engine.
+    ``on_batch(settled)`` after each chunk of traces fed (``Replay.settled``). Raises
+    GroupingError when the temporary files cannot be written."""
     report = Report()
     replay = Replay(config, ReportSink(report, forward))
     stats = ReadStats()
     shown = Progress(progress, stats)
     reader = Reader(paths, forced, stats, on_file=shown.on_file)
     started, cpu = time.monotonic(), time.process_time()
-    for batch in reader.batches():
-        replay.feed(batch)
-        if on_batch is not None:
-            on_batch(replay.settled())
-        shown.tick()
-    replay.finish()
-    shown.done()
-    return Outcome(report, stats, replay, time.monotonic() - started, time.process_time() - cpu)
+    try:
+        with Grouping(limits) as grouping:
+            for batch in reader.batches():
+                grouping.add(batch)
+                shown.tick()
+            fed = 0
+            for chunk in chunks(grouping.traces(on_bucket=shown.sorting), config):
+                replay.feed(chunk)
+                if on_batch is not None:
+                    on_batch(replay.settled())
+                fed += sum([len(t.spans) for t in chunk])
+                shown.replaying(fed)
+            replay.finish()
+    finally:
+        shown.done()
+    seconds, cpu_seconds = time.monotonic() - started, time.process_time() - cpu
+    return Outcome(report, stats, replay, seconds, cpu_seconds)
 
 
 # -- the command ---------------------------------------------------------------------------------
@@ -161,14 +155,9 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", metavar="PATH", help="loopwatch.toml (default: $LOOPWATCH_CONFIG, ./)"
     )
-    parser.add_argument(
-        "--grace",
-        type=float,
-        default=DEFAULT_GRACE,
-        metavar="SECONDS",
-        help="span time after a trace's root before its turns are finalized "
-        f"(default {DEFAULT_GRACE:g}); every turn is finalized at the end of input anyway",
-    )
+    # accepted, and without effect: every trace is read whole before its turns are finalized,
+    # so there is nothing to wait for
+    parser.add_argument("--grace", type=float, metavar="SECONDS", help=argparse.SUPPRESS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -212,16 +201,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load(args: argparse.Namespace, command: str) -> Config | None:
-    """The config with the replay's grace, or None after printing why not."""
+    """The config, or None after printing why not."""
     try:
-        config = load_config(args.config)
+        return load_config(args.config)
     except ConfigError as e:
         print(f"loopwatch {command}: {e}", file=sys.stderr)
         return None
-    if not args.grace >= 0:
-        print(f"loopwatch {command}: --grace must be 0 or more seconds", file=sys.stderr)
-        return None
-    return replace(config, grace_seconds=args.grace)
 
 
 def input_lines(outcome: Outcome, name: str = "") -> list[str]:
@@ -234,21 +219,22 @@ def input_lines(outcome: Outcome, name: str = "") -> list[str]:
     if stats.skipped > len(stats.problems):
         lines.append(f"{prefix}... and {stats.skipped - len(stats.problems)} more skipped")
     lines.extend(f"{prefix}{note}" for note in stats.notes)
-    if replay.rootless_at_end:
+    if replay.rootless:
         lines.append(
-            f"{prefix}{replay.rootless_at_end} traces had no root span in the input (a parent "
-            "span missing): their turns were finalized at the end of input"
+            f"{prefix}{replay.rootless} traces had no root span in the input (a parent span "
+            "missing): their turns were finalized with the spans the input holds, counted as "
+            "cut short (turns evicted: shutdown)"
         )
     idle = report.evicted.get("idle", 0)
     if idle:
         lines.append(
-            f"{prefix}{idle} turns were finalized after the idle timeout "
-            "(no root span arrived within it)"
+            f"{prefix}{idle} hand-rolled turns were finalized after the idle timeout of span "
+            "time (the model's answer never came)"
         )
     if report.late_spans:
         lines.append(
-            f"{prefix}{report.late_spans} spans arrived after their trace was finalized "
-            "(files out of time order? pass them in order, or raise --grace)"
+            f"{prefix}{report.late_spans} model calls came after their hand-rolled turn had "
+            "ended (its answer came before them): counted as late spans"
         )
     return lines
 
@@ -315,6 +301,9 @@ def _run(args: argparse.Namespace) -> int:
             progress=progress,
             on_batch=writer.advance if writer is not None else None,
         )
+    except GroupingError as e:
+        print(f"loopwatch replay: {e}", file=sys.stderr)
+        return EXIT_UNREADABLE
     finally:
         if writer is not None:
             writer.close()
@@ -347,7 +336,8 @@ def _write_report(args: argparse.Namespace, outcome: Outcome, writer: Any) -> No
             "rejected_spans": outcome.stats.rejected_spans,
             "skipped": outcome.stats.skipped,
             "problems": [str(p) for p in outcome.stats.problems],
-            "traces_without_root": outcome.replay.rootless_at_end,
+            "traces": outcome.replay.traces,
+            "traces_without_root": outcome.replay.rootless,
         }
         if writer is not None:
             document["openmetrics"] = writer.summary()

@@ -12,9 +12,16 @@ from typing import Any, TextIO
 
 from loopwatch.core.sink import Sink
 from loopwatch.core.spans import trace_hex
-from loopwatch.core.summary import TurnSummary
+from loopwatch.core.summary import FAILING, NO_ROWS, REPEAT, SAME_RESULT, TurnSummary
 
 WORST_KEPT = 10
+# The kinds of loop, in the order reports list them, each with what it means in a few words.
+LOOP_KINDS = (
+    (REPEAT, "one attempt key tried again without progress"),
+    (NO_ROWS, "consecutive empty results"),
+    (SAME_RESULT, "reworded calls that got the same data back"),
+    (FAILING, "consecutive failures of one class, whatever the arguments"),
+)
 
 
 @dataclass(frozen=True, order=True)
@@ -50,6 +57,7 @@ class Report:
     over_cap_seconds: float = 0.0
     agent_turns: Counter[str] = field(default_factory=Counter)  # finished turns by agent
     looping_turns: Counter[str] = field(default_factory=Counter)  # turns with any loop, by agent
+    loops_by_kind: Counter[str] = field(default_factory=Counter)  # turns with a loop of a kind
     # turns with tool calls: max attempts per turn, by (agent, model)
     by_model: dict[tuple[str, str], Counter[int]] = field(default_factory=dict)
     # per use of a tool in a turn: its max attempts, by (agent, tool, tool_version)
@@ -81,6 +89,7 @@ class Report:
                 dist = self.by_model[(agent, s.model)] = Counter()
             dist[s.max_attempts] += 1
         looped = False
+        kinds: set[str] = set()
         for t in s.tools:
             self.tool_calls += sum(n for _, n in t.calls)
             self.repeat_calls += sum(n for _, n in t.repeats)
@@ -94,10 +103,12 @@ class Report:
                 dist[t.max_attempts] += 1
             for error_class, kind in t.loops:
                 looped = True
+                kinds.add(kind)
                 self.loops[(agent, t.tool, error_class, kind)] += 1
                 self.loops_detail[(agent, t.tool, error_class, kind, s.model, t.tool_version)] += 1
         if looped:
             self.looping_turns[agent] += 1
+            self.loops_by_kind.update(kinds)
         if s.max_attempts:
             worst = Worst(
                 s.max_attempts,
@@ -133,6 +144,7 @@ class Report:
             "tool_calls": self.tool_calls,
             "duplicate_calls": self.repeat_calls,
             "over_cap_seconds": round(self.over_cap_seconds, 3),
+            "turns_with_a_loop_by_kind": {k: self.loops_by_kind[k] for k, _ in LOOP_KINDS},
             "first_turn_unix_nano": self.first_ns,
             "last_turn_unix_nano": self.last_ns,
             "loops": [
@@ -183,6 +195,9 @@ class Report:
         out.write(
             f"  time past the cap     {self.over_cap_seconds:.0f} s (what a loop breaker saves)\n"
         )
+        out.write(f"  turns with a loop     {kinds_text(self.loops_by_kind)}\n")
+        for kind, meaning in LOOP_KINDS:
+            out.write(f"    {kind:<12} {meaning}\n")
         out.write(
             "  loops found (agent, tool, error class, kind: turns of the turns using the tool)\n"
         )
@@ -190,7 +205,7 @@ class Report:
             out.write("    none\n")
         for (agent, tool, error_class, kind), n in sorted(self.loops.items()):
             uses = self.tool_uses[(agent, tool)]
-            out.write(f"    {agent:<14} {tool:<18} {error_class:<18} {kind:<8} {n} of {uses}\n")
+            out.write(f"    {agent:<14} {tool:<18} {error_class:<18} {kind:<11} {n} of {uses}\n")
         out.write("  max attempts per turn, by model (attempts:turns)\n")
         for (agent, model), dist in sorted(self.by_model.items()):
             out.write(f"    {agent:<14} {model:<24} {_dist_text(dist)}\n")
@@ -201,6 +216,11 @@ class Report:
         for w in self.worst_turns():
             out.write(f"    {w.max_attempts:>3} attempts  {w.key:<36} agent={w.agent} ")
             out.write(f"model={w.model} trace={w.trace_id}\n")
+
+
+def kinds_text(by_kind: Counter[str]) -> str:
+    """Turns with a loop of each kind, in LOOP_KINDS' order: ``repeat 3, no_rows 1, ...``."""
+    return ", ".join(f"{kind} {by_kind[kind]}" for kind, _ in LOOP_KINDS)
 
 
 def _distribution(dist: Counter[int]) -> dict[str, Any]:

@@ -9,12 +9,13 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from loopwatch.conventions.read import is_turn_span, read_span
 from loopwatch.core.assembler import DROP_ERROR, EVICT_SHUTDOWN, TurnAssembler
 from loopwatch.core.config import Config
 from loopwatch.core.records import Record, ToolCall, TurnMark, kind_of
-from loopwatch.core.sink import Sink
+from loopwatch.core.sink import QueueGauges, Sink
 from loopwatch.core.spans import SpanView
 from loopwatch.service.otlp import REMOTE_PARENT
 
@@ -43,6 +44,7 @@ class Pipeline:
         self.sink = sink
         self.clock = clock
         self._assembler = TurnAssembler(config, sink, clock)
+        self._gauges = QueueGauges(sink)  # where the sink has them (a replay's has not)
         self._batches: deque[Sequence[SpanView]] = deque()
         self._queued = 0  # spans in _batches
         self._busy = False  # the worker holds a batch it has not finished
@@ -125,6 +127,19 @@ class Pipeline:
         self._safe(self._assembler.sweep)
         self._safe(self._report_open)
 
+    def complete(self, trace_id: int, cut: bool = False) -> None:
+        """Every span of the trace has been processed (replay, which reads each trace whole,
+        in time order): what has been idle until the clock's time is finalized (a hand-rolled
+        turn this trace's model calls would otherwise join), then this trace. ``cut``: it has
+        no root span, so its turns are counted as cut short, as the open ones at shutdown.
+        The traces processed and not yet completed must have been processed at a clock no
+        earlier than this one, so none of them is idle."""
+        self._with_turn.pop(trace_id, None)
+        self._process_roots.pop(trace_id, None)
+        self._safe(self._assembler.sweep)
+        evicted = EVICT_SHUTDOWN if cut else None
+        self._safe(lambda: self._assembler.finalize(trace_id, evicted))
+
     def finish(self) -> tuple[int, int]:
         """Finalize every open trace, as at shutdown; ``finished_at_stop``."""
         self._safe(self._finish)
@@ -182,6 +197,10 @@ class Pipeline:
     def _report_open(self) -> None:
         self.sink.open_turns(self._assembler.open_turns)
 
+    def _show_queue(self, queued: int) -> None:
+        """The queue gauge: spans waiting as the worker found them."""
+        self._safe(partial(self._gauges.show_queued, queued))
+
     def _watch_process_root(self, span: SpanView, record: Record) -> None:
         trace_id = span.trace_id
         # read_span tests for a turn span after a tool span, so only tool spans need asking
@@ -232,10 +251,12 @@ class Pipeline:
                 # leaves the loop below, outside the lock: mypyc cannot compile a break out
                 # of a `with` block
                 stop = self._stopping and not self._batches
+                queued = self._queued
                 batch = self._batches.popleft() if self._batches else None
                 if batch is not None:
                     self._queued -= len(batch)
                     self._busy = True
+            self._show_queue(queued)
             if stop:
                 break
             if batch is not None:
