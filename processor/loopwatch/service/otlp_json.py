@@ -375,7 +375,7 @@ def _one_of(json_named: Any, proto_named: Any, json_name: str, proto_name: str) 
     if proto_named is UNSET:
         return json_named
     if json_named is not UNSET:
-        raise ValueError(f"{json_name} and {proto_name}: one field written under both its names")
+        raise ValueError(f"{json_name} and {proto_name}: one field written under both names")
     return proto_named
 
 
@@ -438,7 +438,7 @@ def _integer(value: Any, low: int, high: int) -> int:
     else:
         raise _FieldError(f"expected an integer, got {_json_type(value)}")
     if not low <= number <= high:
-        raise _FieldError(f"{number} is out of range ({low} to {high})")
+        raise _FieldError(f"{_shown(number)} is out of range ({low} to {high})")
     return number
 
 
@@ -458,7 +458,7 @@ def _enum(value: Any, names: dict[str, int]) -> int:
     else:
         raise _FieldError(f"expected an enum name or number, got {_json_type(value)}")
     if not _I32_MIN <= number <= _I32_MAX:
-        raise _FieldError(f"{number} is out of range for an enum")
+        raise _FieldError(f"{_shown(number)} is out of range for an enum")
     return number
 
 
