@@ -324,3 +324,35 @@ def test_both_store_error_policies_are_series_of_the_decisions_counter(tmp_path:
         assert (allow.store_errors, deny.store_errors) == ({"allowed": 3}, {"denied": 2})
     finally:
         p.close()
+
+
+def test_six_processes_open_one_circuit_after_three_duplicates_in_all(
+    tmp_path: Path, store_url: str
+) -> None:
+    """The duplicates behind circuit_after are counted in the store: six processes, two
+    reworded calls each, one after the other: one run, three replays, then the circuit is open
+    for every process, including those that had not seen a duplicate themselves."""
+    from tests.guard_store_worker import CALLS
+
+    procs = [worker("circuit", str(tmp_path), store_url, str(i)) for i in range(6)]
+    try:
+        wait_for(lambda: len(list(tmp_path.glob("ready-*"))) == 6, "6 workers ready")
+        (tmp_path / "turn-0").touch()
+        for p in procs:
+            _, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err.decode()[-3000:]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    kinds = [json.loads((tmp_path / f"answer-{i}.json").read_text())["kinds"] for i in range(6)]
+    assert CALLS == 2
+    assert kinds == [
+        ["ran", "replayed"],
+        ["replayed", "replayed"],
+        ["circuit_open", "circuit_open"],
+        ["circuit_open", "circuit_open"],
+        ["circuit_open", "circuit_open"],
+        ["circuit_open", "circuit_open"],
+    ]
+    assert len((tmp_path / "effects").read_text().splitlines()) == 1
