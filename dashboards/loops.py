@@ -248,7 +248,9 @@ def _guards() -> timeseries.Panel:
         "Tool calls a loopwatch guard answered without executing, by tool and decision: "
         "stopped (loop threshold reached), no_rows_stopped (no-rows streak), "
         "budget_exhausted, suppressed (duplicate side effect), circuit_open and "
-        "store_unavailable (the arbiter's shared store unreachable, on_store_error=deny). A guard "
+        "store_unavailable (the arbiter's shared store unreachable, on_store_error=deny); "
+        "store_unchecked counts calls that ran unchecked (store unreachable, "
+        "on_store_error=allow). A guard "
         "firing is a loop caught, not a loop gone: read it next to the share above. Not "
         "split by model (guards record service, agent and tool).",
         "short",

@@ -410,6 +410,7 @@ def test_decision_names_are_the_cores() -> None:
         terminal.SUPPRESSED,
         terminal.CIRCUIT_OPEN,
         terminal.STORE_UNAVAILABLE,
+        terminal.STORE_UNCHECKED,
     }
     assert names == GUARD_DECISIONS
 

@@ -180,7 +180,8 @@ GUARD_DECISIONS_TOTAL = Metric(
     ("service", "agent", "tool", "decision"),
     values={"decision": DECISION_VALUES},
     section=PER_TURN,
-    note="No model label.",
+    note="No model label. One exception ran: store_unchecked, a call let through unchecked "
+    "(its guard store unreachable, on_store_error=allow), also counted as an attempt.",
 )
 MODEL_FIRST_SEEN = Metric(
     "loopwatch_model_first_seen_timestamp_seconds",

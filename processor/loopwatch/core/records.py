@@ -17,7 +17,7 @@ SPAN_KINDS: Final = (KIND_TOOL, KIND_TURN, KIND_LLM, KIND_OTHER)
 
 # What a guard did with a call, recorded on its span as ``loopwatch.guard.decision`` (or an
 # event ``loopwatch.guard`` with attribute ``decision``). A guarded call did not execute, so it
-# counts here and not as an attempt.
+# counts here and not as an attempt (except GUARD_RAN below).
 GUARD_ATTRIBUTE: Final = "loopwatch.guard.decision"
 GUARD_EVENT: Final = "loopwatch.guard"
 GUARD_DECISIONS: Final = frozenset(
@@ -28,8 +28,12 @@ GUARD_DECISIONS: Final = frozenset(
         "suppressed",
         "circuit_open",
         "store_unavailable",
+        "store_unchecked",
     }
 )
+# Decisions recorded on a call that did execute (its guard's store could not be reached and
+# the policy let it through): counted as a decision and as an attempt.
+GUARD_RAN: Final = frozenset({"store_unchecked"})
 
 
 @dataclass(init=False, slots=True)

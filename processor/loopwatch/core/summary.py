@@ -11,7 +11,7 @@ from loopwatch.core.config import Config
 from loopwatch.core.fingerprint import NOT_KNOWN
 from loopwatch.core.keys import AttemptKey
 from loopwatch.core.outcomes import EMPTY, OK
-from loopwatch.core.records import LlmMark, ToolCall, TurnMark
+from loopwatch.core.records import GUARD_RAN, LlmMark, ToolCall, TurnMark
 
 UNKNOWN: Final = "unknown"
 REPEAT: Final = "repeat"
@@ -216,9 +216,9 @@ def _executed(calls: list[ToolCall]) -> tuple[list[ToolCall], dict[str, dict[str
     guarded: dict[str, dict[str, int]] = {}
     executed: list[ToolCall] = []
     for c in calls:
-        if c.guard is None:
+        if c.guard is None or c.guard in GUARD_RAN:
             executed.append(c)
-        else:
+        if c.guard is not None:
             decisions = guarded.setdefault(c.tool, {})
             decisions[c.guard] = decisions.get(c.guard, 0) + 1
     if len(executed) > 1:
