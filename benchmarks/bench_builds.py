@@ -643,7 +643,7 @@ def _compiled_modules() -> dict[str, str]:
     """Compiled module short name (as mypyc names its C functions) -> profile_service stage."""
     from benchmarks.profile_service import STAGES
 
-    package = ROOT / "processor"
+    package = ROOT / "src"
     out: dict[str, str] = {}
     for stage, fragments in STAGES:
         for fragment in fragments:
@@ -741,7 +741,7 @@ def child_service_passes(stream: str, passes: int) -> dict[str, Any]:
     from prometheus_client import CollectorRegistry
 
     from benchmarks.bench_service import CONFIG
-    from loopwatch.metrics import metrics_for
+    from loopwatch.metrics.exporter import metrics_for
     from loopwatch.service.otlp import parse_protobuf, span_views
     from loopwatch.service.pipeline import Pipeline
 

@@ -10,7 +10,7 @@ Every measurement runs in a fresh child process, rounds interleaved (the machine
 noisy: each figure is a median, each goal a ratio or a bound measured in the same run). Each
 subcommand prints how long it took, in wall-clock and in its children's CPU time.
 ``--baseline REV`` runs the same children against loopwatch as of a git revision (its
-``processor/`` exported to a temporary directory), so before and after share the run.
+package exported to a temporary directory), so before and after share the run.
 
 worker: CPU time of the worker thread (time.thread_time) per span, span starts included, on
   the realistic GenAI mix (streams.py: three conventions, 15-30 attributes a span), on plain
@@ -53,6 +53,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):
     sys.path.insert(0, str(ROOT))
+
+from benchmarks.source_tree import PACKAGE_ROOT, export_package  # noqa: E402
 
 
 # -- children: one measurement each, printed as JSON -------------------------------------------
@@ -115,9 +117,9 @@ def _worker_stream(name: str) -> Callable[[Any], None]:
 
 def child_worker(name: str, repeat: int, public: bool = False) -> dict[str, Any]:
     if public:  # the reader loopwatch falls back to when the SDK's span fields are not as expected
-        from loopwatch import sdk_fields
+        from loopwatch.attach import read_fields
 
-        sdk_fields.use_public_api(True)
+        read_fields.use_public_api(True)
     events = _record_events(_worker_stream(name))
     spans = _ends(events)
     ns = statistics.median(_drain_ns(events) for _ in range(repeat))
@@ -325,7 +327,7 @@ def child_flat_service(n: int, repeat: int) -> dict[str, Any]:
     from prometheus_client import CollectorRegistry
 
     from benchmarks import streams
-    from loopwatch.metrics import LoopwatchMetrics
+    from loopwatch.metrics.exporter import LoopwatchMetrics
     from loopwatch.service.otlp import span_views
     from loopwatch.service.pipeline import Pipeline
 
@@ -383,16 +385,12 @@ class Code:
 
 
 def codes(baseline: str | None, keep: list[Any]) -> list[Code]:
-    current = Code("current", ROOT / "processor")
+    current = Code("current", PACKAGE_ROOT)
     if not baseline:
         return [current]
     tmp = tempfile.TemporaryDirectory()
     keep.append(tmp)
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", baseline, "processor"], capture_output=True, check=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", tmp.name], input=archive, check=True)
-    return [Code(f"baseline {baseline}", Path(tmp.name) / "processor"), current]
+    return [Code(f"baseline {baseline}", export_package(baseline, Path(tmp.name))), current]
 
 
 def interleaved(

@@ -86,11 +86,12 @@ from prometheus_client import CollectorRegistry
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.source_tree import export_package
 from benchmarks.streams import SeededIds, mixed_turn
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
-from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.grpc_server import SERVICE
 from loopwatch.service.otlp import hex_ids_json, span_views
 from loopwatch.service.pipeline import Pipeline
@@ -376,13 +377,9 @@ def exporter_into_service(turns: int, code: str | None = None) -> tuple[float, f
 
 def baseline_code(revision: str, tmp: str) -> str:
     """loopwatch's source as of a git revision, extracted under ``tmp``."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", revision, "processor"], capture_output=True, check=True
-    ).stdout
     target = Path(tmp, "baseline")
     target.mkdir()
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    return str(target / "processor")
+    return str(export_package(revision, target))
 
 
 def rate(args: argparse.Namespace) -> None:

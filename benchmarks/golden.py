@@ -5,7 +5,7 @@
 tests/test_golden_metrics.py compares this checkout's expositions against those files, so a
 change meant only to make loopwatch faster or tidier cannot alter one exported number unseen.
 When a change means to alter the numbers, write them with the code before it, e.g.
-``git archive main processor | tar -x -C /tmp/before`` and ``PYTHONPATH=/tmp/before/processor:.``
+``git archive main src | tar -x -C /tmp/before`` and ``PYTHONPATH=/tmp/before/src:.``
 in front of the command above; then the test checks that the change did only that.
 Times of day (first-seen gauges, ``_created``, exemplar timestamps) are masked.
 """
@@ -28,7 +28,7 @@ from prometheus_client.openmetrics.exposition import generate_latest
 
 from benchmarks.streams import CONFIG, STREAMS, provider, record
 from loopwatch import LoopwatchSpanProcessor
-from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.otlp import span_views
 from loopwatch.service.pipeline import Pipeline
 

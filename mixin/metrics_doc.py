@@ -7,13 +7,13 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from loopwatch.catalog import CHANGE, FAMILIES, HEALTH, PER_TURN, Metric
+from loopwatch.metrics.catalog import CHANGE, FAMILIES, HEALTH, PER_TURN, Metric
 from mixin.generate import command_line
 
 ROOT = Path(__file__).resolve().parent.parent
 README = "README.md"
 BEGIN = (
-    "<!-- metrics tables: generated from processor/loopwatch/catalog.py by "
+    "<!-- metrics tables: generated from src/loopwatch/metrics/catalog.py by "
     "`python -m mixin.metrics_doc`; edit the catalog, not the tables -->\n"
 )
 END = "<!-- end of the generated metrics tables -->\n"

@@ -45,7 +45,7 @@ from loopwatch.core.config import Config
 from loopwatch.core.keys import AttemptKey
 from loopwatch.core.records import LlmMark, ToolCall, TurnMark
 from loopwatch.core.summary import TurnSummary, summarize
-from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.metrics.exporter import LoopwatchMetrics
 from tests.serve_process import free_port
 
 MINUTE = 60

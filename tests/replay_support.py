@@ -38,7 +38,7 @@ from loopwatch.demo.scenarios import (
     healthy,
 )
 from loopwatch.history.replay import Outcome, run_replay
-from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.otlp import hex_ids
 from tests.helpers import Pipeline, S
 

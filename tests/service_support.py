@@ -13,8 +13,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from loopwatch.catalog import FAMILIES, QUEUE_SPANS
 from loopwatch.core.config import Config
+from loopwatch.metrics.catalog import FAMILIES, QUEUE_SPANS
 from loopwatch.service.app import Addresses, Service
 from tests.serve_process import wait_for
 

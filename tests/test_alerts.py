@@ -101,7 +101,7 @@ def test_a_changed_threshold_changes_the_rules(monkeypatch: pytest.MonkeyPatch) 
 
 def test_thresholds_match_loopwatch_defaults_and_the_stack_config() -> None:
     from loopwatch.core.config import Config
-    from loopwatch.metrics import ATTEMPT_BUCKETS, STREAK_BUCKETS
+    from loopwatch.metrics.exporter import ATTEMPT_BUCKETS, STREAK_BUCKETS
 
     toml = tomllib.loads((ROOT / "deploy" / "loopwatch" / "loopwatch.toml").read_text())
     assert config.LOOP_THRESHOLD == Config().loop_threshold == toml["defaults"]["loop_threshold"]

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from loopwatch import catalog
-from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.metrics.exporter import LoopwatchMetrics, catalog
 from loopwatch.service import metrics_server
 
 ROOT = Path(__file__).resolve().parent.parent

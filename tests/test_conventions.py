@@ -17,7 +17,7 @@ from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.core.keys import UNKNOWN_IDENTITY
 from loopwatch.core.records import Link, ToolCall, TurnMark
-from loopwatch.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
+from loopwatch.core.span_view import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
 
 DECLARED = Config(
     tools={

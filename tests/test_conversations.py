@@ -22,7 +22,7 @@ from loopwatch.core.conversations import Conversations
 from loopwatch.core.declarations import declaration_from_mapping
 from loopwatch.core.keys import AttemptKey
 from loopwatch.core.records import Conversation, LlmMark, ToolCall, UnreadableHistory
-from loopwatch.core.spans import SpanView
+from loopwatch.core.span_view import SpanView
 from tests.helpers import Pipeline, S, span
 
 TIMEOUT_TEXT = "Error: TimeoutError: ticket service timed out after 30s"
@@ -265,7 +265,7 @@ def test_the_service_counts_what_the_processor_counts(fmt: str, shape: str) -> N
 def _read(history: Any, answer: Any = None) -> Any:
     """The turn a model call's messages show (None when they show none)."""
     from loopwatch.conventions.read import read_span
-    from loopwatch.core.spans import SpanView
+    from loopwatch.core.span_view import SpanView
 
     attrs = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": history}
     if answer is not None:

@@ -20,7 +20,7 @@ from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
-from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.metrics.exporter import LoopwatchMetrics
 from tests.helpers import Pipeline, S, require_tool
 
 ROOT = Path(__file__).resolve().parent.parent

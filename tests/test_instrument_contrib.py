@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
-from loopwatch import genai_instrumentation as gi
+from loopwatch.attach import frameworks as gi
 from tests.helpers import venv_python
 from tests.test_attach_process import last_json
 

@@ -43,7 +43,7 @@ DEADLINE_SECONDS = 30.0
 def _env(tmp_path: Path, port: int) -> dict[str, str]:
     return {
         "PATH": os.environ["PATH"],
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "processor"), str(ROOT)]),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
         "TICKETS_FILE": str(tmp_path / "tickets.txt"),
         "LOOPWATCH_METRICS_PORT": str(port),
         "OTEL_TRACES_EXPORTER": "none",

@@ -33,7 +33,7 @@ def _node_client(tmp_path: Path, port: int, *command: str) -> dict[str, Any]:
         assert installed.returncode == 0, installed.stderr[-4000:]
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "processor"), str(ROOT)]),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
         "TICKETS_FILE": str(tmp_path / "tickets.txt"),
         "LOOPWATCH_METRICS_PORT": str(port),
         "OTEL_TRACES_EXPORTER": "none",

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from loopwatch.conventions import read_span
 from loopwatch.core.assembler import TurnAssembler
 from loopwatch.core.config import Config
-from loopwatch.core.spans import SpanView
+from loopwatch.core.span_view import SpanView
 from loopwatch.core.summary import TurnSummary
 
 MB = 1024 * 1024
@@ -206,7 +206,7 @@ def test_only_starts_in_traces_with_a_turn_span_are_queued_until_their_root_ends
 def test_past_its_bound_of_traces_every_start_is_queued() -> None:
     """Local roots that never end fill the set of traces followed; from then on every start is
     queued (the worker tests each), none is lost."""
-    from loopwatch import processor as module
+    from loopwatch.attach import processor as module
     from tests.helpers import Pipeline
 
     p = Pipeline()

@@ -12,6 +12,7 @@ import pytest
 
 import tests.test_conventions as conventions
 from benchmarks.streams import STREAMS, record
+from loopwatch.attach.processor import span_view
 from loopwatch.conventions.read import (
     UNREAD_PREFIXES,
     is_turn_span,
@@ -20,8 +21,7 @@ from loopwatch.conventions.read import (
     read_span,
 )
 from loopwatch.core.records import Link, TurnMark
-from loopwatch.core.spans import SpanView
-from loopwatch.processor import span_view
+from loopwatch.core.span_view import SpanView
 
 
 class Recording(dict[str, Any]):

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from benchmarks.bench_replay import stored_stream
-from loopwatch.core.spans import EventView, SpanView
+from loopwatch.core.span_view import EventView, SpanView
 from loopwatch.history.by_trace import Grouping, GroupingError, Limits, Trace
 
 S = 10**9

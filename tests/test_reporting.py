@@ -24,7 +24,7 @@ from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.core.summary import TurnSummary
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
-from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.activity import Activity
 from loopwatch.service.run import add_arguments
 from loopwatch.version import VERSION

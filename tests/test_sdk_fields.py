@@ -16,11 +16,11 @@ from prometheus_client.openmetrics.exposition import generate_latest
 from benchmarks.golden import GOLDEN, in_process, normalize
 from benchmarks.streams import STREAMS, provider
 from loopwatch import LoopwatchSpanProcessor, sdk_fields
+from loopwatch.attach.read_api import PUBLIC
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
 from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
-from loopwatch.sdk_spans import PUBLIC
 from tests.helpers import S
 
 DECLARED = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})

@@ -14,7 +14,7 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from loopwatch.core.config import Config
-from loopwatch.core.spans import STATUS_ERROR, EventView, SpanView
+from loopwatch.core.span_view import STATUS_ERROR, EventView, SpanView
 from loopwatch.demo.scenarios import fourteen_tickets
 from loopwatch.service.otlp import (
     RequestError,

@@ -15,9 +15,9 @@ from prometheus_client import CollectorRegistry
 
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
-from loopwatch.core.spans import SpanView
+from loopwatch.core.span_view import SpanView
 from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
-from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.otlp import REMOTE_PARENT, span_views
 from loopwatch.service.pipeline import Pipeline
 from tests.service_support import get, post, request_for, running, settle, value, wait_for

@@ -340,7 +340,7 @@ def test_a_tracing_failure_never_reaches_the_application(
 
     tool = loopwatch.tool(identity=["customer_id"])(create_ticket)
     monkeypatch.setattr(TracerProvider, "get_tracer", broken)
-    import loopwatch.tracing as tracing
+    import loopwatch.attach.own_spans as tracing
 
     monkeypatch.setattr(tracing, "_cached", None)
     assert tool("c_1", "o_1", "refund") == {"ticket": "t_1"}

@@ -13,7 +13,7 @@ from loopwatch.conventions import read_span
 from loopwatch.core.config import Config
 from loopwatch.core.keys import AttemptKey
 from loopwatch.core.records import Link, LlmMark, Record, ToolCall, TurnMark
-from loopwatch.core.spans import SpanView
+from loopwatch.core.span_view import SpanView
 from loopwatch.core.summary import summarize
 from loopwatch.core.turns import TurnGroup, split_turns
 

@@ -19,7 +19,7 @@ from loopwatch.conventions.read import UNREAD_PREFIXES, may_be_genai
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.core.records import Link, LlmMark, ToolCall, TurnMark
-from loopwatch.core.spans import SpanView
+from loopwatch.core.span_view import SpanView
 from loopwatch.service.otlp_json import decode
 from tests.serve_process import ServeProcess
 from tests.service_support import get, post

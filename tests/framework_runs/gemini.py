@@ -287,7 +287,7 @@ def main(argv: Sequence[str]) -> None:
     from google.genai import types
 
     import loopwatch
-    from loopwatch.genai_instrumentation import instrument_frameworks
+    from loopwatch.attach.frameworks import instrument_frameworks
 
     switch = Switch()
     provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
