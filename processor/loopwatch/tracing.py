@@ -25,13 +25,15 @@ from opentelemetry import context, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from loopwatch.core import declarations
-from loopwatch.genai_instrumentation import CAPTURE_CONTENT_VARIABLE
 from loopwatch.version import VERSION
 
 log = logging.getLogger("loopwatch")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# Whether GenAI content (tool arguments, results, messages) goes on spans: read here for
+# loopwatch's own spans, defaulted by genai_instrumentation for the instrumentors it switches on.
+CAPTURE_CONTENT_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 # Values that keep content off spans: the old boolean form and the util-genai modes that put
 # none on spans (EVENT_ONLY writes log events only).
 _NO_CONTENT_ON_SPANS = frozenset({"false", "0", "no", "off", "no_content", "event_only"})
