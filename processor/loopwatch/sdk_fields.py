@@ -35,6 +35,7 @@ from opentelemetry.trace import (
     set_span_in_context,
 )
 
+from loopwatch.conventions.read import may_be_turn
 from loopwatch.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
 from loopwatch.sdk_spans import ERROR, NO_EXTRA, OK, PUBLIC, End, SpanReader, Start, name_text
 
@@ -90,15 +91,48 @@ def direct(cls: type) -> bool:
     return bool(_DIRECT.get(cls) or _direct(cls))
 
 
-# What on_start keeps of an SDK Span read this way (its context, parent, name, attributes), in
-# place of the span: the SDK hands on_end a new ReadableSpan, and a started Span held until the
-# worker runs outlives its end.
-StartFields = tuple[Any, Any, Any, Any]
+class StartFields:
+    """What on_start keeps of an SDK Span of a class ``direct`` approved: its context, parent,
+    name and attributes, read from their fields. Kept in place of the span: the SDK hands
+    on_end a new ReadableSpan, and a started Span held until the worker runs outlives its end."""
+
+    __slots__ = ("attributes", "context", "name", "parent")
+
+    def __init__(self, context: Any, parent: Any, name: Any, attributes: Any) -> None:
+        self.context = context
+        self.parent = parent
+        self.name = name
+        self.attributes = attributes
 
 
-def start_fields(fields: StartFields) -> Start:
-    """A start as the worker reads it, from what on_start kept of an SDK Span."""
-    ctx, parent, name, attributes = fields
+def kept_start(span: ReadableSpan) -> StartFields:
+    """on_start's read of a started span, unchecked: for a class ``direct`` approved."""
+    # typed str, but the SDK stores what the caller passed: read untyped (compiled, a typed read
+    # is checked, and raises on 12345)
+    name = getattr(span, "_name")  # noqa: B009
+    return StartFields(span._context, span._parent, name, span._attributes)
+
+
+def start_trace(start: StartFields) -> int:
+    """The trace id of a kept start (a TypeError where it has no context)."""
+    # SpanContext is a tuple (trace_id, span_id, is_remote, ...): its properties index it
+    trace_id: int = start.context[0]
+    return trace_id
+
+
+def start_may_be_turn(start: StartFields) -> bool:
+    """may_be_turn on a kept start; True for what only the worker reads (an odd name, or
+    attributes that are not the SDK's mapping around a dict)."""
+    name = start.name
+    inner = getattr(start.attributes, "_dict", None)
+    if type(name) is not str or type(inner) is not dict:
+        return True
+    return may_be_turn(name, inner)
+
+
+def start_fields(start: StartFields) -> Start:
+    """A kept start as the worker reads it."""
+    ctx, parent, name, attributes = start.context, start.parent, start.name, start.attributes
     # SpanContext is a tuple (trace_id, span_id, is_remote, ...): its properties index it
     inner = getattr(attributes, "_dict", None)  # _readable, inline: once a span
     if type(inner) is not dict:
@@ -119,8 +153,7 @@ def read_start(span: ReadableSpan) -> Start:
         return PUBLIC.start(span)
     # typed str, but the SDK stores what the caller passed: read untyped (compiled, a typed read
     # is checked, and raises on 12345)
-    name = getattr(span, "_name")  # noqa: B009
-    return start_fields((span._context, span._parent, name, span._attributes))
+    return start_fields(kept_start(span))
 
 
 def read_end(span: ReadableSpan) -> End:
@@ -147,6 +180,11 @@ def end_fields(span: ReadableSpan) -> Start:
         name if type(name) is str else name_text(name),
         inner,
     )
+
+
+def resource_field(span: ReadableSpan) -> Resource | None:
+    """The span's resource, unchecked: for a span of a class ``direct`` approved."""
+    return span._resource
 
 
 def read_times(span: ReadableSpan) -> tuple[int, int]:
