@@ -64,23 +64,14 @@ except ImportError:
 
 log = logging.getLogger("loopwatch")
 
-# The worker wakes once a second, or as soon as the queue holds a batch: each wake starts on
-# caches the agent has since filled (with them flushed between batches, a span cost 1.15x as
-# much in batches of 100 spans, what a 0.1 s wake gives at 1,000 spans/s, as in batches of 500
-# or more). A batch is 512 queued items: 512 plain spans (their starts are not queued), where
-# BatchSpanProcessor wakes too, or about 256 spans of an agent's turns (starts and ends). A span
-# held longer outlives the garbage collector's young generations, and each one moved to the
-# oldest costs a share of a full collection (woken at 2,048 spans, loopwatch added 1.4x the
-# process CPU to a plain web span; at 1,024, 2% more young collections than at 512).
+# The worker wakes once a second, or as soon as the queue holds a batch: few wakes, each on
+# caches the agent has since filled, yet no span held long enough to reach the garbage
+# collector's older generations (sizes measured: benchmarks/README.md, "The worker's wake").
 _POLL_SECONDS = 1.0
-_BATCH: Final = 512  # queued starts and ends
+_BATCH: Final = 512  # queued starts and ends: 512 plain spans, or about 256 spans of turns
 # The worker reads a chunk of the queue into records, then hands them to the assembler, then
-# publishes the turns they completed: each stage over many spans at once, with its code warm in
-# the CPU's caches (done span by span, the same work cost 1.4x as much, measured with
-# bench_cost.py worker). A chunk is small enough for its stages to run within one GIL
-# switch interval (5 ms) most of the time, so an agent thread taking the GIL between them does
-# not leave the next stage cold: with 1,024 the worker cost 1.9x as much a span in an agent at
-# 1,000 spans/s, and the agent kept 0.78 of its work at 5,000 spans/s rather than 0.84.
+# publishes the turns they completed: each stage runs over many spans with its code warm, and a
+# chunk's stages fit in one GIL switch interval (5 ms) most of the time.
 _CHUNK: Final = 256
 _SWEEP_SECONDS = 1.0
 TURN_TRACES: Final = 65_536  # traces on_start follows (see _turn_traces), 5.5 MB at most
