@@ -8,6 +8,11 @@ instead (what that saves: benchmarks/README.md). They are private, so their name
 any SDK release: before the field reader is used, FIELDS (what it reads) is looked up and its
 reads compared with the public API's on real SDK spans; a mismatch means the public API
 (sdk_spans), logged once.
+
+Every other read of opentelemetry's or prometheus_client's private state is here too, each with
+a public way to fall back on and one warning when it is taken: the API's global tracer provider
+(``no_tracer_provider``), the SDK's helpers that read ``OTEL_TRACES_EXPORTER``
+(``traces_exporters``) and prometheus_client's switch for ``_created`` lines (``created_lines``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from importlib import metadata
 from operator import attrgetter
 from typing import Any, Final
 
+from opentelemetry import trace as trace_api
 from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor, TracerProvider
@@ -34,6 +40,8 @@ from opentelemetry.trace import (
     TraceFlags,
     set_span_in_context,
 )
+from prometheus_client import Counter
+from prometheus_client import metrics as client_metrics
 
 from loopwatch.conventions.read import may_be_turn
 from loopwatch.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
@@ -365,7 +373,110 @@ def use_public_api(on: bool) -> None:
 
 
 def _sdk_version() -> str:
+    return _version("opentelemetry-sdk")
+
+
+def _version(distribution: str) -> str:
     try:
-        return metadata.version("opentelemetry-sdk")
+        return metadata.version(distribution)
     except Exception:
         return "(version unknown)"
+
+
+# -- other libraries' private state, each read where it is as expected, else the public way ----
+
+# The client keeps the switch for _created lines in a private module global, with setters but no
+# public getter: read where it is a bool, else (renamed in some release) learned from what a
+# counter of the client's writes, with one warning.
+_SWITCH = "_use_created"
+_fallback_lock = threading.Lock()
+_warned = False
+_created_probe: Counter | None = None
+
+
+def created_lines() -> bool:
+    """Whether prometheus_client writes ``_created`` lines (its ``disable_created_metrics()``,
+    ``enable_created_metrics()`` and ``PROMETHEUS_DISABLE_CREATED_SERIES``), so these families
+    follow the client's own counters. Never raises: a scrape of the registry must not fail."""
+    switch = getattr(client_metrics, _SWITCH, None)
+    if type(switch) is bool:
+        return switch
+    return _created_by_probe()
+
+
+def _created_by_probe() -> bool:
+    """The switch as an unregistered counter of the client's shows it; failing that, as the
+    client's documented environment variable sets it at start."""
+    global _warned, _created_probe
+    with _fallback_lock:
+        if not _warned:
+            _warned = True
+            log.warning(
+                "loopwatch: prometheus_client %s has no bool %s; whether to write _created "
+                "lines is read from a probe counter instead (same exposition)",
+                _client_version(),
+                _SWITCH,
+            )
+        try:
+            if _created_probe is None:
+                _created_probe = Counter("loopwatch_created_probe", "Probe.", registry=None)
+            samples = [s for metric in _created_probe.collect() for s in metric.samples]
+            return any(s.name.endswith("_created") for s in samples)
+        except Exception:
+            setting = os.environ.get("PROMETHEUS_DISABLE_CREATED_SERIES", "False")
+            return setting.lower() not in ("true", "1", "t")
+
+
+def _client_version() -> str:
+    return _version("prometheus-client")
+
+
+# While no global provider is set, get_tracer_provider() looks up OTEL_PYTHON_TRACER_PROVIDER
+# on every call, and the miss costs more than the rest of an untraced call: the API's private
+# global is read first (where a release lacks it, the lookup runs, with one warning).
+_PROVIDER_GLOBAL = "_TRACER_PROVIDER"
+_UNKNOWN: Final = object()
+_PROVIDER_FROM_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+_provider_warned = False
+
+
+def no_tracer_provider() -> bool:
+    """True when no global tracer provider is set (read from the API's global); False when one
+    is, or when that cannot be told without get_tracer_provider()."""
+    global _provider_warned
+    provider = getattr(trace_api, _PROVIDER_GLOBAL, _UNKNOWN)
+    if provider is None:
+        return not _PROVIDER_FROM_ENVIRONMENT
+    if provider is _UNKNOWN and not _provider_warned:
+        _provider_warned = True
+        log.warning(
+            "loopwatch: opentelemetry-api %s has no %s; an untraced @loopwatch.tool call looks "
+            "the tracer provider up instead (same spans, more CPU)",
+            _version("opentelemetry-api"),
+            _PROVIDER_GLOBAL,
+        )
+    return False
+
+
+def traces_exporters() -> dict[str, Any]:
+    """The span exporter classes ``OTEL_TRACES_EXPORTER`` names, by name, or the error that kept
+    each from loading: from the SDK's private helpers that ``opentelemetry-instrument``
+    configures the SDK with (the same names mean the same exporters). Where a release lacks
+    them, none, with one warning."""
+    try:
+        from opentelemetry.sdk._configuration import _get_exporter_names, _import_exporters
+    except ImportError as e:
+        log.warning(
+            "loopwatch: opentelemetry-sdk %s lacks the helpers that read OTEL_TRACES_EXPORTER "
+            "(%s); no exporter is set up from it",
+            _sdk_version(),
+            e,
+        )
+        return {}
+    found: dict[str, Any] = {}
+    for name in _get_exporter_names("traces"):
+        try:
+            found.update(_import_exporters([name], [], [])[0])
+        except Exception as e:
+            found[name] = e
+    return found

@@ -25,6 +25,7 @@ from opentelemetry import context, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from loopwatch.core import declarations
+from loopwatch.sdk_fields import no_tracer_provider
 from loopwatch.version import VERSION
 
 log = logging.getLogger("loopwatch")
@@ -40,11 +41,6 @@ _NO_CONTENT_ON_SPANS = frozenset({"false", "0", "no", "off", "no_content", "even
 
 _NO_SDK = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 _cached: tuple[object, trace.Tracer] | None = None
-# While no global provider is set, get_tracer_provider() looks up OTEL_PYTHON_TRACER_PROVIDER
-# on every call, and the miss costs more than the rest of an untraced call; the API's global
-# is read first (a later API without it only makes this path slower).
-_UNKNOWN = object()
-_PROVIDER_FROM_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 
 
 def capture_content() -> bool:
@@ -57,7 +53,7 @@ def current_tracer() -> trace.Tracer | None:
     """The global provider's loopwatch tracer; None while no SDK provider is set."""
     global _cached
     try:
-        if getattr(trace, "_TRACER_PROVIDER", _UNKNOWN) is None and not _PROVIDER_FROM_ENVIRONMENT:
+        if no_tracer_provider():  # cheaper than get_tracer_provider() while none is set
             return None
         provider = trace.get_tracer_provider()
         if isinstance(provider, _NO_SDK):
