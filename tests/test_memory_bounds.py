@@ -10,6 +10,7 @@ import psutil
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
+from loopwatch.attach.processor import SpanStart
 from loopwatch.conventions import read_span
 from loopwatch.core.assembler import TurnAssembler
 from loopwatch.core.config import Config
@@ -241,7 +242,8 @@ def test_a_start_whose_fields_are_missing_is_queued_as_the_span_not_raised() -> 
     with p.processor._lock:
         p.processor._start_class = _Bare  # as though it had learned this one
         p.processor.on_start(_Bare())  # type: ignore[arg-type]
-        assert type(p.processor._queue[-1][0]) is _Bare
+        item = p.processor._queue[-1]
+        assert isinstance(item, SpanStart) and type(item.span) is _Bare
     p.close()
 
 

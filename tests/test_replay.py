@@ -138,7 +138,7 @@ def test_files_in_any_order_and_split_anywhere(recorded, tmp_path: Path) -> None
 
 
 def test_the_incidents_exact_figures(tmp_path: Path) -> None:
-    """design.md's incidents alone: 14 attempts, 13 duplicates, 330 s past the cap; a no-rows
+    """The two incidents alone: 14 attempts, 13 duplicates, 330 s past the cap; a no-rows
     streak of 11."""
     from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
 

@@ -3,7 +3,7 @@
 Each emitter family is a module behind one interface (conventions.emitter): GenAI (with ADK's
 and Strands' fields), OpenInference, OpenLLMetry and Logfire. read_span chooses the emitter once,
 from the first marker attribute set or else the span's name, and reads every field from that
-emitter's attributes first, then from the other families' in span-conventions.md's order (two
+emitter's attributes first, then from the other families' in EMITTERS' order (two
 instrumentation layers can write one span). Below the emitters sit the generic rules: errors from
 status, ``error.type``, exception events and texts (conventions.error_texts), aggregate spans and
 wrapped results (conventions.results), payload decoding (conventions.payloads), and the record of
@@ -182,8 +182,8 @@ def may_be_turn(name: str, attributes: dict[str, Any]) -> bool:
 
 
 # The keys of _MARKER_KEYS and of _TURN_MARKERS spelled out: compiled, each test is one C
-# lookup, where a loop over the keys costs twice the instructions (most spans of a web app take
-# every test). tests/test_read_keys.py checks that each key is here.
+# lookup, cheaper than a loop over the keys (most spans of a web app take every test).
+# tests/test_read_keys.py checks that each key is here.
 def _has_marker_key(attributes: dict[str, Any]) -> bool:
     return (
         _has_turn_key(attributes)
@@ -206,7 +206,7 @@ def _has_turn_key(attributes: dict[str, Any]) -> bool:
 @dataclass(frozen=True)
 class _Reading:
     """Where read_span reads each field of a span its emitter wrote: that emitter's attributes
-    first, then the other families' in span-conventions.md's order."""
+    first, then the other families' in EMITTERS' order."""
 
     emitter: Emitter
     tool_name: tuple[str, ...]

@@ -1,4 +1,5 @@
-"""Turns rebuilt from model calls' message histories (design.md, "Words: turn").
+"""Turns rebuilt from model calls' message histories: what follows one user message up to the
+model's answer in text.
 
 In a hand-rolled loop no span executes a tool: each model call's input holds the conversation so
 far and its output the calls it asks for. Consecutive model calls of one turn share calls (the
