@@ -22,12 +22,13 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.trace import SpanContext, Tracer
 from prometheus_client import CollectorRegistry
 
-from loopwatch import LoopwatchSpanProcessor, catalog
+from loopwatch import LoopwatchSpanProcessor
 from loopwatch.attach import processor as processor_module
 from loopwatch.core.config import Config
 from loopwatch.core.summary import TurnSummary
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import fourteen_tickets
+from loopwatch.metrics import catalog
 from loopwatch.metrics.exporter import LoopwatchMetrics
 from tests.helpers import ROOT, Pipeline, S, keep_build
 
