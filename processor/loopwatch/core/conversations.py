@@ -233,6 +233,20 @@ class Conversations:
         span has stood for it yet: the call asked first of its tool (unanswered ones before
         answered), preferring one of the span's arguments' identity asked before the span
         started and answered after it ended. That call then takes the span's outcome."""
+        found = self._match(service, call)
+        if found is None:
+            return False
+        wanted, entry, call_id = found[0]
+        self._unwant(wanted, (service, call.tool), call_id)
+        entry.claimed.add(call_id)
+        if call_id in entry.calls:
+            entry.executed[call_id] = call
+            entry.size += _CALL_BYTES
+            self.buffered_bytes += _CALL_BYTES
+        return True
+
+    def _match(self, service: str, call: ToolCall) -> tuple[tuple[Wanted, _Open, int], int] | None:
+        """The call asked for that ``call`` fits best (claim), and how well (_fit)."""
         key = (service, call.tool)
         chosen: tuple[Wanted, _Open, int] | None = None
         best = -1
@@ -257,16 +271,7 @@ class Conversations:
                 break
         for wanted, call_id in stale:
             self._unwant(wanted, key, call_id)
-        if chosen is None:
-            return False
-        wanted, entry, call_id = chosen
-        self._unwant(wanted, key, call_id)
-        entry.claimed.add(call_id)
-        if call_id in entry.calls:
-            entry.executed[call_id] = call
-            entry.size += _CALL_BYTES
-            self.buffered_bytes += _CALL_BYTES
-        return True
+        return None if chosen is None else (chosen, best)
 
     def hold(self, trace_id: int, service: str, group: TurnGroup, now: float) -> list[Held]:
         """Keep a lone tool span no open turn asked for until the model call that asked for
@@ -293,10 +298,18 @@ class Conversations:
             numbers = self._held_by_tool.get(key)
             if not numbers:
                 continue
-            for number in list(numbers):
-                _trace_id, service, group, _seen = self._held[number]
-                if not self.claim(service, group.calls[0]):
+            # the spans that fit a call best claim first (a stray span of the tool that came
+            # earlier does not take the call from the one that ran it), else oldest first
+            ranked: list[tuple[int, int]] = []
+            for number in list(numbers)[:_MATCH_SCAN]:
+                found = self._match(entry.service, self._held[number][2].calls[0])
+                if found is None:
                     break  # nothing asked of the tool is left unclaimed
+                ranked.append((-found[1], number))
+            ranked.sort()
+            for _score, number in ranked:
+                if not self.claim(entry.service, self._held[number][2].calls[0]):
+                    break
                 self._let_go(number)
 
     def _let_go(self, number: int) -> Held:
