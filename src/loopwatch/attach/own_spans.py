@@ -33,7 +33,7 @@ log = logging.getLogger("loopwatch")
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Whether GenAI content (tool arguments, results, messages) goes on spans: read here for
-# loopwatch's own spans, defaulted by genai_instrumentation for the instrumentors it switches on.
+# loopwatch's own spans, defaulted by attach.frameworks for the instrumentors it switches on.
 CAPTURE_CONTENT_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 # Values that keep content off spans: the old boolean form and the util-genai modes that put
 # none on spans (EVENT_ONLY writes log events only).

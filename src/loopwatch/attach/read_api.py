@@ -1,5 +1,5 @@
 """Reading an SDK span through ReadableSpan's public API: what the processor reads of each span,
-and the reference that the field reader (sdk_fields) must match."""
+and the reference that the field reader (read_fields) must match."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ conventions make a dozen a span) and Status' properties are calls too: the field
 instead (what that saves: benchmarks/README.md). They are private, so their names may change in
 any SDK release: before the field reader is used, FIELDS (what it reads) is looked up and its
 reads compared with the public API's on real SDK spans; a mismatch means the public API
-(sdk_spans), logged once.
+(read_api), logged once.
 
 Every other read of opentelemetry's or prometheus_client's private state is here too, each with
 a public way to fall back on and one warning when it is taken: the API's global tracer provider
