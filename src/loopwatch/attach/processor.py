@@ -17,6 +17,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, Final
 
+from mypy_extensions import mypyc_attr
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -44,23 +45,6 @@ from loopwatch.core.records import KIND_OTHER, Link, Record, kind_of
 from loopwatch.core.sink import QueueGauges, Sink
 from loopwatch.core.span_view import SpanView
 from loopwatch.metrics.exporter import LoopwatchMetrics, metrics_for
-
-
-def _as_is(**_: object) -> Any:
-    return _same
-
-
-def _same(cls: Any) -> Any:
-    return cls
-
-
-# mypyc reads the decorator when it compiles and leaves it out of the compiled module; an
-# installation need not have mypy_extensions
-try:
-    from mypy_extensions import mypyc_attr
-except ImportError:
-    mypyc_attr = _as_is  # type: ignore[assignment]
-
 
 log = logging.getLogger("loopwatch")
 

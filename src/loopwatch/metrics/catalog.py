@@ -2,7 +2,7 @@
 
 ``LoopwatchMetrics`` registers its families from here, the exposition's size bound is computed
 from here, the dashboards and alert rules take their metric names from here, and the README's
-metrics tables are generated from here (``python -m mixin.metrics_doc``). A name is written as
+metrics tables are generated from here (``python -m docs_gen.metrics``). A name is written as
 PromQL selects it: counters with ``_total``, the info family with ``_info``.
 """
 
