@@ -16,7 +16,8 @@ worker: CPU time of the worker thread (time.thread_time) per span, span starts i
   the realistic GenAI mix (streams.py: three conventions, 15-30 attributes a span), on plain
   web spans that no GenAI span hangs under, and on the whole mix. Goals: <= 15 us and <= 3 us.
   ``--public`` adds the same streams read through ReadableSpan's public API instead of the
-  SDK's fields (attach/read_fields: what loopwatch falls back to on an SDK that keeps them otherwise).
+  SDK's fields (attach/read_fields: what loopwatch falls back to on an SDK that keeps them
+  otherwise).
 host: a CPU-bound host (a loop of pure-Python work) that also emits the mix at a fixed span
   rate: its work done per second with BatchSpanProcessor and loopwatch, over its work with
   BatchSpanProcessor alone. Both setups live in one child and take turns in short segments

@@ -5,7 +5,8 @@ JSON-RPC id and put the tool's name in the span name (``MCP send tools/call crea
 
 Seen from mcp 2.3 (its own client spans), mcp 1.30 under OpenLLMetry 0.62's MCP instrumentor
 (an OpenLLMetry ``{tool}.tool`` span, read by conventions.openllmetry; its arguments envelope
-is unwrapped in conventions.payloads) and loopwatch's own ``call_tool`` spans (attach.mcp_client)."""
+is unwrapped in conventions.payloads) and loopwatch's own ``call_tool`` spans
+(attach.mcp_client)."""
 
 from __future__ import annotations
 
