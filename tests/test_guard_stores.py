@@ -535,3 +535,14 @@ def test_the_breaker_goes_on_when_redis_stops_and_comes_back(redis_server: Redis
     stop = turn.call("create_ticket", ARGS, _times_out)
     assert isinstance(stop, TerminalResult) and stop.decision == "stopped"
     assert breaker.store_errors == {"allowed": 1}
+
+
+def test_the_breakers_scopes_are_bounded() -> None:
+    now = [0.0]
+    breaker = LoopBreaker(CONFIG, store="memory", max_scopes=3, clock=lambda: now[0])
+    for i in range(5):
+        now[0] += 1
+        with pytest.raises(TimeoutError):
+            breaker.new_turn(scope=f"task-{i}").call("create_ticket", ARGS, _times_out)
+    assert breaker.evicted == 2
+    assert len(breaker._shared.counts) == 3

@@ -122,6 +122,11 @@ class LoopBreaker:
         NOT_STORED (as the arbiter's ``store_errors``)."""
         return self._shared.errors
 
+    @property
+    def evicted(self) -> int:
+        """Scopes dropped before their window ended (and full scopes that started over)."""
+        return self._shared.counts.evicted
+
     def close(self) -> None:
         """Close the store's connections (a later call opens them again)."""
         self._shared.counts.close()
