@@ -58,6 +58,8 @@ def test_cap_two_lets_three_tickets_through_and_stops_the_fourth() -> None:
     ]
     stops = [a for a in answers if isinstance(a, TerminalResult)]
     assert len(stops) == 11
+    # the design's incident: 11 calls past a cap of 2 not run, each a 30 s timeout: 330 s
+    assert sum(30 for _ in stops) == 330
     first = stops[0]
     assert (first.decision, first.tool, first.error_class, first.attempts) == (
         "stopped",
