@@ -7,6 +7,9 @@ runs writes DIR/effects (one line a ticket), holds until 3 in-progress answers a
 then DIR/done. circuit: wait for DIR/turn-INDEX, make CALLS reworded calls (default arbiter:
 circuit_after=3), write their answers to DIR/answer-INDEX.json, then DIR/turn-INDEX+1.
 hang: claim, write DIR/started with the claim time, then hold until killed.
+breaker: a retried task's turn (``breaker.turn(scope=SCOPE)``, the 5th argument; cap 2): wait
+for DIR/turn-INDEX, make CALLS reworded create_ticket calls that time out, write what each got
+to DIR/answer-INDEX.json, then DIR/turn-INDEX+1.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
-from loopwatch.guards import IdempotencyArbiter, TerminalResult
+from loopwatch.guards import IdempotencyArbiter, LoopBreaker, TerminalResult
 
 CONFIG = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})
 DEADLINE_S = 60.0
@@ -118,11 +121,44 @@ def hang(folder: Path, store: str, lease: float) -> None:
     time.sleep(DEADLINE_S)  # mid-call: the test kills this process with SIGKILL
 
 
+def breaker(folder: Path, store: str, index: int, scope: str) -> None:
+    guard = LoopBreaker(CONFIG, cap=2, store=store)
+    (folder / f"ready-{index}").touch()
+    wait_for(lambda: (folder / f"turn-{index}").exists(), "this worker's turn")
+    got: list[dict[str, Any]] = []
+    with guard.turn(scope=scope) as turn:
+        for call in range(CALLS):
+            args = {"customer_id": "c_40912", "order_id": "88214", "summary": f"way {index}.{call}"}
+
+            def run(summary: str = args["summary"]) -> str:
+                with (folder / "effects").open("a") as f:
+                    f.write(summary + "\n")
+                raise TimeoutError("ticket service did not answer within 30s")
+
+            try:
+                answer = turn.call("create_ticket", args, run)
+            except TimeoutError:
+                got.append({"kind": "timeout"})
+                continue
+            assert isinstance(answer, TerminalResult)
+            got.append(
+                {
+                    "kind": answer.decision,
+                    "error_class": answer.error_class,
+                    "attempts": answer.attempts,
+                }
+            )
+    write_json(folder / f"answer-{index}.json", {"got": got, "errors": dict(guard.store_errors)})
+    (folder / f"turn-{index + 1}").touch()
+
+
 if __name__ == "__main__":
     mode, folder, store, extra = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4]
     if mode == "race":
         race(folder, store, int(extra))
     elif mode == "circuit":
         circuit(folder, store, int(extra))
+    elif mode == "breaker":
+        breaker(folder, store, int(extra), sys.argv[5])
     else:
         hang(folder, store, float(extra))

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from loopwatch.core.config import ConfigError, load_config
-from loopwatch.guards import IdempotencyArbiter, TerminalResult
+from loopwatch.guards import IdempotencyArbiter, LoopBreaker, TerminalResult
 from loopwatch.guards.stores import Outcome, open_store
 from loopwatch.guards.stores.outcome_json import ReplayedError, decode, encode
 from tests.guard_store_worker import CONFIG
@@ -356,3 +356,193 @@ def test_six_processes_open_one_circuit_after_three_duplicates_in_all(
         ["circuit_open", "circuit_open"],
     ]
     assert len((tmp_path / "effects").read_text().splitlines()) == 1
+
+
+def test_a_retried_task_is_stopped_across_processes(tmp_path: Path, store_url: str) -> None:
+    """A task's turn retried on three workers in sequence, one scope, two reworded
+    create_ticket calls each that time out: with cap 2 three attempts run in all and every
+    later one is stopped, in whichever process it comes; a fourth worker on another scope with
+    the same key runs both of its calls."""
+    from tests.guard_store_worker import CALLS
+
+    scopes = ["celery-task-7f3a", "celery-task-7f3a", "celery-task-7f3a", "celery-task-9b21"]
+    procs = [
+        worker("breaker", str(tmp_path), store_url, str(i), scope) for i, scope in enumerate(scopes)
+    ]
+    try:
+        wait_for(lambda: len(list(tmp_path.glob("ready-*"))) == 4, "4 workers ready")
+        (tmp_path / "turn-0").touch()
+        for p in procs:
+            _, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err.decode()[-3000:]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    answers = [json.loads((tmp_path / f"answer-{i}.json").read_text()) for i in range(4)]
+    stopped = {"kind": "stopped", "error_class": "timeout", "attempts": 3}
+    timeout = {"kind": "timeout"}
+    assert CALLS == 2
+    assert [a["got"] for a in answers] == [
+        [timeout, timeout],
+        [timeout, stopped],  # the fourth attempt of the task, in its second process
+        [stopped, stopped],  # the third process runs nothing
+        [timeout, timeout],  # another task: its own counts
+    ]
+    assert Counter(g["kind"] for a in answers for g in a["got"]) == {"timeout": 5, "stopped": 3}
+    assert [a["errors"] for a in answers] == [{}, {}, {}, {}]
+    assert (tmp_path / "effects").read_text().splitlines() == [
+        "way 0.0",
+        "way 0.1",
+        "way 1.0",
+        "way 3.0",
+        "way 3.1",
+    ]
+
+
+SEARCH = "search_orders"  # undeclared: each query is its own key, only the streak stops it
+
+
+def _empty_searches(turn: Any, queries: range) -> list[str]:
+    kinds = []
+    for q in queries:
+        answer = turn.call(SEARCH, {"query": f"refund {q}"}, lambda: [])
+        kinds.append(answer.decision if isinstance(answer, TerminalResult) else "ran")
+    return kinds
+
+
+def test_no_rows_in_a_row_is_counted_across_the_workers_of_a_scope(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/g.db"
+    first, second = LoopBreaker(CONFIG, store=url), LoopBreaker(CONFIG, store=url)  # 2 workers
+    with first.turn(scope="task-1") as turn:
+        assert _empty_searches(turn, range(2)) == ["ran", "ran"]
+    with second.turn(scope="task-1") as turn:  # the retry: the third empty result, then stop
+        assert _empty_searches(turn, range(2, 5)) == ["ran"] + ["no_rows_stopped"] * 2
+        assert turn.decisions[0].attempts == 3 and turn.tools_disabled
+    with second.turn(scope="task-2") as turn:
+        assert _empty_searches(turn, range(4)) == ["ran"] * 3 + ["no_rows_stopped"]
+    with second.turn() as turn:  # no scope: this turn's own counts, in memory
+        assert _empty_searches(turn, range(3)) == ["ran"] * 3
+    # a result with rows ends the streak for the scope
+    with first.turn(scope="task-3") as turn:
+        assert _empty_searches(turn, range(2)) == ["ran", "ran"]
+        turn.call(SEARCH, {"query": "refund 88214"}, lambda: [{"order": "88214"}])
+    with second.turn(scope="task-3") as turn:
+        assert _empty_searches(turn, range(4)) == ["ran"] * 3 + ["no_rows_stopped"]
+
+
+def test_a_turn_without_scope_never_opens_the_store(tmp_path: Path) -> None:
+    breaker = LoopBreaker(CONFIG, store=f"sqlite:///{tmp_path}/g.db")
+    with breaker.turn() as turn:
+        assert _empty_searches(turn, range(4)) == ["ran"] * 3 + ["no_rows_stopped"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_dead_workers_call_is_in_flight_until_its_lease_ends(tmp_path: Path) -> None:
+    now = [1000.0]
+    url = f"sqlite:///{tmp_path}/g.db"
+
+    def breaker() -> LoopBreaker:
+        return LoopBreaker(
+            CONFIG, cap=0, store=url, lease_seconds=30, window_seconds=600, clock=lambda: now[0]
+        )
+
+    dead = breaker().new_turn(scope="task-1")
+    assert not isinstance(dead.before("create_ticket", ARGS), TerminalResult)  # never ends
+    retry = breaker().new_turn(scope="task-1")
+    now[0] = 1029.9
+    held = retry.before("create_ticket", ARGS)
+    assert isinstance(held, TerminalResult)
+    assert (held.decision, held.error_class, held.attempts) == ("stopped", "in_flight", 1)
+    now[0] = 1030.0  # the lease is over: the retry runs it, times out, and the cap holds
+    with pytest.raises(TimeoutError):
+        retry.call("create_ticket", ARGS, _times_out)
+    again = breaker().new_turn(scope="task-1").call("create_ticket", ARGS, _times_out)
+    assert isinstance(again, TerminalResult)
+    assert (again.decision, again.error_class, again.attempts) == ("stopped", "timeout", 1)
+    now[0] = 1030.0 + 600  # the scope's window after its last counted call: counts are gone
+    with pytest.raises(TimeoutError):
+        breaker().new_turn(scope="task-1").call("create_ticket", ARGS, _times_out)
+
+
+def _times_out() -> Any:
+    raise TimeoutError("ticket service did not answer within 30s")
+
+
+def test_turns_of_one_scope_share_counts_in_memory_too() -> None:
+    breaker = LoopBreaker(CONFIG, cap=1)  # store memory: the turns of this process
+    answers = []
+    for _ in range(3):
+        with breaker.turn(scope="conversation-12") as turn:
+            try:
+                answers.append(turn.call("create_ticket", ARGS, _times_out))
+            except TimeoutError:
+                answers.append("timeout")
+    assert [a if isinstance(a, str) else a.decision for a in answers] == [
+        "timeout",
+        "timeout",
+        "stopped",
+    ]
+
+
+def test_the_breakers_store_error_policies(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An unreachable store: under allow a scoped call runs, is a store_unchecked decision and
+    an attempt; under deny it is stopped as store_unavailable; one warning per breaker."""
+    url = f"sqlite:///{tmp_path}"  # a directory: SQLite cannot open it
+    p = Pipeline(CONFIG)
+    try:
+        allow = LoopBreaker(CONFIG, store=url, tracer_provider=p.provider)
+        deny = LoopBreaker(CONFIG, store=url, on_store_error="deny", tracer_provider=p.provider)
+        ran: list[int] = []
+        with caplog.at_level(logging.WARNING, logger="loopwatch.guards"):
+            with allow.turn(scope="task-1") as turn:
+                for i in range(4):  # unchecked: the cap cannot stop them
+                    assert turn.call("create_ticket", ARGS, lambda i=i: ran.append(i) or "T") == "T"
+                assert turn.decisions == () and not turn.tools_disabled
+            with deny.turn(scope="task-1") as turn:
+                refused = [
+                    turn.call("create_ticket", ARGS, lambda: ran.append(9)) for _ in range(2)
+                ]
+                assert turn.tools_disabled
+        assert ran == [0, 1, 2, 3]
+        assert {r.decision for r in refused if isinstance(r, TerminalResult)} == {
+            "store_unavailable"
+        }
+        assert (allow.store_errors, deny.store_errors) == ({"allowed": 4}, {"denied": 2})
+        warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 2
+        assert "88214" not in caplog.text and "task-1" not in caplog.text
+        assert p.value("loopwatch_guard_decisions_total", decision="store_unchecked") == 4
+        assert p.value("loopwatch_guard_decisions_total", decision="store_unavailable") == 2
+    finally:
+        p.close()
+
+
+def test_the_breaker_goes_on_when_redis_stops_and_comes_back(redis_server: RedisProcess) -> None:
+    breaker = LoopBreaker(CONFIG, cap=0, store=redis_server.url)
+    with pytest.raises(TimeoutError):
+        breaker.new_turn(scope="task-1").call("create_ticket", ARGS, _times_out)
+    redis_server.stop()
+    with pytest.raises(TimeoutError):  # allow (the default): run unchecked, counted
+        breaker.new_turn(scope="task-1").call("create_ticket", ARGS, _times_out)
+    assert breaker.store_errors == {"allowed": 1}
+    redis_server.start()  # empty again, same port; the breaker was not made anew
+    turn = breaker.new_turn(scope="task-1")
+    with pytest.raises(TimeoutError):
+        turn.call("create_ticket", ARGS, _times_out)
+    stop = turn.call("create_ticket", ARGS, _times_out)
+    assert isinstance(stop, TerminalResult) and stop.decision == "stopped"
+    assert breaker.store_errors == {"allowed": 1}
+
+
+def test_the_breakers_scopes_are_bounded() -> None:
+    now = [0.0]
+    breaker = LoopBreaker(CONFIG, store="memory", max_scopes=3, clock=lambda: now[0])
+    for i in range(5):
+        now[0] += 1
+        with pytest.raises(TimeoutError):
+            breaker.new_turn(scope=f"task-{i}").call("create_ticket", ARGS, _times_out)
+    assert breaker.evicted == 2
+    assert len(breaker._shared.counts) == 3

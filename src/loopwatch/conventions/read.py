@@ -46,6 +46,7 @@ from loopwatch.conventions.family import ANY
 from loopwatch.conventions.messages import conversation
 from loopwatch.conventions.payloads import decode_arguments
 from loopwatch.conventions.tool_definitions import tool_versions
+from loopwatch.conventions.usage import token_usage
 from loopwatch.core.config import Config
 from loopwatch.core.records import (
     GUARD_ATTRIBUTE,
@@ -115,14 +116,17 @@ _TURN_MARKERS: Final = _turn_markers()
 # converts an OTLP span (each attribute costs a microsecond there). Never list one read above;
 # tests/test_read_keys.py checks every convention test's span against this list.
 UNREAD_PREFIXES = (
-    "llm.token_count.",
+    # (the token counts of conventions.usage are read: only the details around them are not)
+    "llm.token_count.prompt_details",
+    "llm.token_count.completion_details",
     "llm.invocation_parameters",
-    "llm.usage.",
+    "llm.usage.cache",
     "llm.request.functions.",
     "llm.is_streaming",
     "gen_ai.prompt.",
     "gen_ai.completion.",
-    "gen_ai.usage.",
+    "gen_ai.usage.cache",
+    "gen_ai.usage.reasoning",
     "gen_ai.response.id",
     "gen_ai.response.finish_reasons",
     "gen_ai.openai.",
@@ -357,6 +361,7 @@ def read_span(span: SpanView, config: Config) -> Record:
             first_text(attrs, reading.agent) or reading.emitter.turn_agent(span),  # agent
             first_text(attrs, reading.model),  # model
         )
+    input_tokens, output_tokens, unsplit_tokens = token_usage(attrs)
     return LlmMark(
         span.span_id,
         span.parent_id,
@@ -365,6 +370,9 @@ def read_span(span: SpanView, config: Config) -> Record:
         first_text(attrs, reading.model),  # model
         tool_versions(attrs),  # tool_versions
         _messages(span, config, reading),
+        input_tokens,
+        output_tokens,
+        unsplit_tokens,
     )
 
 

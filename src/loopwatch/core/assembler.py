@@ -419,7 +419,8 @@ class TurnAssembler:
         conversations = self._conversations
         if len(conversations) > 0 and conversations.claim(service, group.calls[0]):
             return True
-        if not may_wait:
+        # a guard's answer is written where the guard stands, never ahead of the model call
+        if not may_wait or group.calls[0].guard is not None:
             return False
         for released in conversations.hold(trace_id, service, group, self.clock()):
             self._let_go(released)

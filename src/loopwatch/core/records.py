@@ -203,6 +203,10 @@ class LlmMark:
     # tool name -> short hash of its description, from tool definitions sent to the model
     tool_versions: tuple[tuple[str, str], ...] = ()
     messages: Messages | None = None
+    # the tokens it reported (conventions.usage): input, output, and a total reported alone
+    input_tokens: int = 0
+    output_tokens: int = 0
+    unsplit_tokens: int = 0
 
     # written out (init=False): compiled, dataclass's generated __init__ is Python code that
     # sets each field through its descriptor; this one is C
@@ -215,6 +219,9 @@ class LlmMark:
         model: str | None,
         tool_versions: tuple[tuple[str, str], ...] = (),
         messages: Messages | None = None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        unsplit_tokens: int = 0,
     ) -> None:
         self.span_id = span_id
         self.parent_id = parent_id
@@ -223,6 +230,9 @@ class LlmMark:
         self.model = model
         self.tool_versions = tool_versions
         self.messages = messages
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.unsplit_tokens = unsplit_tokens
 
 
 @dataclass(init=False, slots=True)

@@ -158,6 +158,18 @@ def _text_value(raw: bytes, at: int) -> str | None:
         return None
 
 
+def _int_value(raw: bytes, at: int) -> int:
+    """The integer at ``at`` when the rest of ``raw`` is a value written as encoders write a
+    small non-negative int (field 2, an AnyValue holding only field 3: a token count); -1 for
+    anything else, which protobuf then reads."""
+    if at + 2 >= len(raw) or raw[at] != 0x12 or raw[at + 2] != 0x18:
+        return -1
+    if raw[at + 1] != len(raw) - at - 2:
+        return -1
+    value, end = _varint(raw, at + 3)
+    return value if end == len(raw) else -1
+
+
 def _key_value(raw: bytes) -> tuple[str, Any]:
     # The key as encoders write it: the first field (tag 0x0A), its length in one byte. An
     # attribute skipped by it is not decoded, so not checked: its value is never read.
@@ -183,6 +195,16 @@ def _key_value(raw: bytes) -> tuple[str, Any]:
             else:
                 _remember(raw, got)
                 return got
+        elif len(key) == size and raw[2 + size : 3 + size] == b"\x12":
+            number = _int_value(raw, 2 + size)
+            if number >= 0:
+                try:
+                    got = (key.decode("utf-8"), number)
+                except UnicodeDecodeError:
+                    pass
+                else:
+                    _remember(raw, got)
+                    return got
     try:
         pair = KeyValue.FromString(raw)
     except (DecodeError, RuntimeError, ValueError) as e:

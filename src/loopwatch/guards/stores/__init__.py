@@ -8,17 +8,22 @@ from collections.abc import Callable
 
 from loopwatch.core.config import check_store_url
 from loopwatch.guards.stores.base import Claim, GuardStore, Outcome, StoreError
+from loopwatch.guards.stores.counts_base import CountStore
+from loopwatch.guards.stores.memory_counts import MemoryCounts
 from loopwatch.guards.stores.memory_store import MemoryStore
 from loopwatch.guards.stores.outcome_json import ReplayedError
 
 __all__ = [
     "Claim",
+    "CountStore",
     "GuardStore",
+    "MemoryCounts",
     "MemoryStore",
     "Outcome",
     "ReplayedError",
     "StoreError",
     "check_store_url",
+    "open_counts",
     "open_store",
 ]
 
@@ -38,3 +43,19 @@ def open_store(
     from loopwatch.guards.stores.redis_store import RedisStore
 
     return RedisStore(url)
+
+
+def open_counts(
+    url: str, max_scopes: int = 10_000, clock: Callable[[], float] | None = None
+) -> CountStore:
+    """The loop breaker's counts in the store ``url`` names (clocks as in :func:`open_store`)."""
+    check_store_url(url)
+    if url == "memory":
+        return MemoryCounts(max_scopes, clock or time.monotonic)
+    if url.startswith("sqlite:///"):
+        from loopwatch.guards.stores.sqlite_counts import SqliteCounts
+
+        return SqliteCounts(url[len("sqlite:///") :], max_scopes, clock or time.time)
+    from loopwatch.guards.stores.redis_counts import RedisCounts
+
+    return RedisCounts(url)

@@ -55,27 +55,32 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def connect(url: str) -> tuple[Any, tuple[type[BaseException], ...]]:
+    """A redis-py client for ``url`` (no connection made yet) and the errors it raises."""
+    try:
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+    except ImportError:
+        raise ImportError(
+            "a redis:// guard store needs redis-py: pip install 'loopwatch[guards-redis]'"
+        ) from None
+    # one retry on a fresh connection: a pooled one may predate a server restart
+    client = redis.Redis.from_url(
+        url,
+        socket_timeout=SOCKET_TIMEOUT_SECONDS,
+        socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
+        retry=Retry(NoBackoff(), 1),
+    )
+    return client, (redis.RedisError, OSError)
+
+
 class RedisStore:
     """Keys in Redis; each expires with its window (TTL), so the store bounds itself."""
 
     def __init__(self, url: str) -> None:
-        try:
-            import redis
-            from redis.backoff import NoBackoff
-            from redis.retry import Retry
-        except ImportError:
-            raise ImportError(
-                "a redis:// guard store needs redis-py: pip install 'loopwatch[guards-redis]'"
-            ) from None
         self.url = _without_password(url)
-        self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
-        # one retry on a fresh connection: a pooled one may predate a server restart
-        self._client = redis.Redis.from_url(
-            url,
-            socket_timeout=SOCKET_TIMEOUT_SECONDS,
-            socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
-            retry=Retry(NoBackoff(), 1),
-        )
+        self._client, self._errors = connect(url)
         self._claim = self._client.register_script(_CLAIM)
         self._finish = self._client.register_script(_FINISH)
 

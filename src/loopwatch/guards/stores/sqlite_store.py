@@ -31,6 +31,19 @@ CREATE INDEX IF NOT EXISTS loopwatch_guard_keys_expiry ON loopwatch_guard_keys (
 """
 
 
+def connect(path: str, schema: str) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), WAL, ``schema`` applied."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+    )
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.executescript(schema)
+    return conn
+
+
 class SqliteStore:
     """Keys in one SQLite file; at most ``max_keys`` rows after each sweep (oldest dropped)."""
 
@@ -48,18 +61,7 @@ class SqliteStore:
     def _connection(self) -> sqlite3.Connection:
         # a forked worker (gunicorn --preload) must not share its parent's connection
         if self._conn is None or self._pid != os.getpid():
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                self.path,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.executescript(_SCHEMA)
-            self._conn, self._pid = conn, os.getpid()
+            self._conn, self._pid = connect(self.path, _SCHEMA), os.getpid()
         return self._conn
 
     def claim(self, key: str, token: str, lease_seconds: float, window_seconds: float) -> Claim:
