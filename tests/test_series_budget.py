@@ -114,7 +114,7 @@ def test_the_default_bound_is_tens_of_megabytes_as_documented() -> None:
     # the documents quote it: a new metric family moves it, and they must follow
     quoted = f"{round(bound / MB)} MB"
     assert f"**{quoted}**" in (ROOT / "docs" / "service.md").read_text(), quoted
-    assert f"at most {quoted}" in (ROOT / "README.md").read_text(), quoted
+    assert f"at most {quoted}" in (ROOT / "docs" / "metrics.md").read_text(), quoted
 
 
 @pytest.mark.slow

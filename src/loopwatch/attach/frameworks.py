@@ -150,7 +150,7 @@ def _warn_if_untraced() -> None:
         "loopwatch: no GenAI instrumentation is installed and the openai SDK traces none of "
         "its calls, so an agent loop over it sends loopwatch no spans. Install one and "
         "instrument() switches it on: pip install openinference-instrumentation-openai "
-        "(README: Hand-rolled agents). A framework that traces itself needs none."
+        "(docs/attach.md: Hand-rolled agents). A framework that traces itself needs none."
     )
 
 

@@ -26,7 +26,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class Setting:
     """One row of the settings table: where a setting is read from, its type, default, minimum
-    and meaning. README.md's Configuration section and docs/configuration.md are generated from
+    and meaning. docs/configuration.md (its example and its tables) is generated from
     these rows (``python -m docs_gen.settings``)."""
 
     name: str  # the Config field

@@ -1,6 +1,6 @@
 """What a turn's loops cost: the tokens of the model calls that asked for their extra attempts.
 
-The rule, in one place (the README, docs/history.md and loopwatch_loop_tokens_total's help say
+The rule, in one place (docs/metrics.md, docs/history.md and loopwatch_loop_tokens_total's help say
 the same):
 
 - An extra attempt is a call of a loop past its first: for a repeat loop, each call past the

@@ -1,7 +1,7 @@
 """Every metric family loopwatch exports, as plain data: name, type, labels, help, buckets.
 
 ``LoopwatchMetrics`` registers its families from here, the exposition's size bound is computed
-from here, the dashboards and alert rules take their metric names from here, and the README's
+from here, the dashboards and alert rules take their metric names from here, and docs/metrics.md's
 metrics tables are generated from here (``python -m docs_gen.metrics``). A name is written as
 PromQL selects it: counters with ``_total``, the info family with ``_info``.
 """
