@@ -121,7 +121,6 @@ UNREAD_PREFIXES = (
     "llm.request.functions.",
     "llm.is_streaming",
     "gen_ai.prompt.",
-    "gen_ai.completion.",
     "gen_ai.usage.",
     "gen_ai.response.id",
     "gen_ai.response.finish_reasons",
