@@ -64,7 +64,11 @@ MODEL = "gpt-4.1-mini"
 CALLBACK, INSTRUMENT = "callback", "instrument()"
 INSTRUMENTATIONS: dict[str, tuple[str, str, str]] = {
     "litellm-otel": (CALLBACK, "litellm", "litellm"),
-    "openinference": (INSTRUMENT, "openinference-instrumentation-litellm", "openinference"),
+    "openinference": (
+        INSTRUMENT,
+        "openinference-instrumentation-litellm",
+        "openinference.instrumentation.litellm",
+    ),
     "openllmetry": (
         "opentelemetry.instrumentation.litellm:LiteLLMInstrumentor",
         "opentelemetry-instrumentation-litellm",
