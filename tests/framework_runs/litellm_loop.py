@@ -14,12 +14,12 @@ The three turns of tests/framework_runs/handrolled.py in one conversation, in ev
 three, ``unary`` and ``stream`` (the chunks put back together with ``litellm.stream_chunk_builder``
 as LiteLLM's docs do):
 
-    python -m tests.framework_runs.litellm_loop INSTRUMENTATION OUT.json [--spans]
+    python -m tests.framework_runs.litellm_loop INSTRUMENTATION OUT.json [--record FILE]
 
-writes, per order and mode, the metric samples of a fresh LoopwatchSpanProcessor (``--spans``:
-also the spans of the first order, to look at). One instrumentation per process: instrumentors
-patch LiteLLM globally; the others installed are named in ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS``
-as a user with more than one would."""
+writes, per order and mode, the metric samples of a fresh LoopwatchSpanProcessor (``--record``:
+also the spans of two runs, in the order they ended, to FILE: tests/fixtures/litellm/). One
+instrumentation per process: instrumentors patch LiteLLM globally; the others installed are
+named in ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS`` as a user with more than one would."""
 
 from __future__ import annotations
 
@@ -47,7 +47,6 @@ from tests.framework_runs.handrolled import (
     run_tool,
 )
 from tests.framework_runs.loopback import (
-    ORDERS,
     Reply,
     global_provider,
     loopback,
@@ -76,6 +75,8 @@ INSTRUMENTATIONS: dict[str, tuple[str, str, str]] = {
     ),
 }
 MODES = ("unary", "stream")
+# the runs --record keeps (tests/fixtures/litellm/)
+RECORDED = (((0, 1, 2), "unary"), ((2, 1, 0), "stream"))
 # LiteLLM reads its price list from the package, not the network
 OFFLINE = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
@@ -196,7 +197,7 @@ def main(argv: Sequence[str]) -> None:
     elif how != INSTRUMENT:
         _load(how)().instrument(tracer_provider=provider)
     tools = quickstart_tools()
-    spans: list[Any] = []
+    spans: dict[str, Any] = {}
 
     with loopback() as server:
 
@@ -219,7 +220,7 @@ def main(argv: Sequence[str]) -> None:
 
         played = [0]
         result: dict[str, Any] = {"switched": switched}
-        if "--spans" in argv:
+        if "--record" in argv:  # the spans of two runs, as they reached the processors
             from opentelemetry.sdk.trace.export import SimpleSpanProcessor
             from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
                 InMemorySpanExporter,
@@ -229,15 +230,20 @@ def main(argv: Sequence[str]) -> None:
 
             exporter = InMemorySpanExporter()
             provider.add_span_processor(SimpleSpanProcessor(exporter))
-            play(ORDERS[0], "unary")
-            spans = [span_json(s) for s in exporter.get_finished_spans()]
-            exporter.clear()
+            for order, mode in RECORDED:
+                play(order, mode)
+                key = f"{''.join(map(str, order))}-{mode}"
+                spans[key] = [span_json(s) for s in exporter.get_finished_spans()]
+                exporter.clear()
             exporter.shutdown()
         result["runs"] = run_orders(switch, MODES, play)
-    result["spans"] = spans
     result["scopes"] = sorted(calls.scopes)
     result["versions"] = {n: metadata.version(n) for n in dict.fromkeys(("litellm", package))}
     out.write_text(json.dumps(result), encoding="utf-8")
+    if "--record" in argv:
+        record = Path(argv[argv.index("--record") + 1])
+        fixture = {"versions": result["versions"], "runs": spans}
+        record.write_text(json.dumps(fixture, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
