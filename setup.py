@@ -11,7 +11,6 @@ import sysconfig
 from pathlib import Path
 
 from setuptools import Extension, setup
-from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
 PACKAGE = HERE / "processor" / "loopwatch"
@@ -32,6 +31,8 @@ COMPILED_MODULES = (
     "service/otlp_lean.py",
     "service/pipeline.py",
 )
+# the shared library mypyc puts every compiled module's code in: loopwatch/_compiled__mypyc*.so
+SHARED_LIBRARY_GROUP = "loopwatch._compiled"
 # Left pure in those folders, and why:
 EXCLUDED = {
     # mypyc compiles a dataclass's defaults into its C struct, so ``Config.grpc_address`` read
@@ -81,33 +82,25 @@ def _mypycify() -> list[Extension]:
     # The compiled modules are checked; the rest of the package only lends them its types, and
     # what it imports of the frameworks (pydantic-ai, mcp, ...) is not in the build environment.
     options = ["--config-file", str(HERE / "pyproject.toml"), "--follow-imports", "silent"]
-    return list(mypycify([*options, *compiled_sources()]))
+    # one named shared library inside the package, rather than a hash-named one at the top of
+    # site-packages
+    return list(mypycify([*options, *compiled_sources()], group_name=SHARED_LIBRARY_GROUP))
 
 
-# The commands that build the extensions: PEP 517's build_wheel and build_editable run the
-# first two; the rest by hand.
-_BUILDS = {"bdist_wheel", "editable_wheel", "build", "build_ext", "install", "develop"}
-
-
-class BuildCompiled(build_ext):
-    """mypyc runs only when the extensions are built, not each time setup.py is read for the
-    build's requirements or its metadata: it type-checks the whole package first."""
-
-    def finalize_options(self) -> None:
-        if _BUILDS.intersection(sys.argv[1:]):
-            self.distribution.ext_modules = _mypycify()
-        super().finalize_options()
+def building_extensions() -> bool:
+    """True inside the backend's build_wheel or build_editable hook, which runs this file in its
+    own process (build_backend/loopwatch_build.py); not when it is read for the build's
+    requirements or its metadata, where mypyc (which type-checks the package first) must not
+    run."""
+    backend = sys.modules.get("loopwatch_build")
+    return bool(getattr(backend, "building_extensions", False))
 
 
 def main() -> None:
-    if not compile_requested():
+    if compile_requested() and building_extensions():
+        setup(ext_modules=_mypycify())
+    else:
         setup()
-        return
-    # a stand-in until BuildCompiled runs: it makes the wheel a platform wheel
-    setup(
-        ext_modules=[Extension("loopwatch.core.keys", sources=[])],
-        cmdclass={"build_ext": BuildCompiled},
-    )
 
 
 if __name__ == "__main__":  # as setuptools runs it; tests import it

@@ -184,7 +184,7 @@ def json_split(args: argparse.Namespace) -> None:
     from loopwatch.history.by_trace import Grouping
     from loopwatch.history.replay import Replay, chunks, own_process
     from loopwatch.history.report import Report, ReportSink
-    from loopwatch.service.otlp_json import request_views
+    from loopwatch.service.otlp_json import decode as decode_json
     from tests.replay_support import timed_copies
 
     lines = [
@@ -202,14 +202,13 @@ def json_split(args: argparse.Namespace) -> None:
             spans = 0
             for line in timed_copies(lines, args.copies, COPY_EVERY_NS):
                 t0 = clock()
-                read = request_views(line)
+                read = decode_json(line)
                 t1 = clock()
-                assert read is not None
-                grouping.add(read[0])
+                grouping.add(read.spans)
                 t2 = clock()
                 json.loads(line)
                 t3 = clock()
-                spans += len(read[0])
+                spans += len(read.spans)
                 took[decode] += t1 - t0
                 took[group] += t2 - t1
                 took[loads] += t3 - t2
@@ -267,7 +266,7 @@ def read_formats(args: argparse.Namespace) -> None:
 
 
 def json_stages(stage: str, passes: int) -> None:
-    from loopwatch.service.otlp_json import request_views
+    from loopwatch.service.otlp_json import decode
 
     if stage not in ("none", "views"):
         raise SystemExit(f"json-stages: STAGE is none or views, not {stage!r}")
@@ -279,9 +278,7 @@ def json_stages(stage: str, passes: int) -> None:
     for _ in range(passes):
         for line in lines:
             if stage == "views":
-                read = request_views(line)
-                assert read is not None
-                spans += len(read[0])
+                spans += len(decode(line).spans)
     print(json.dumps({"stage": stage, "passes": passes, "spans": spans}))
 
 

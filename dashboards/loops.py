@@ -21,6 +21,7 @@ from loopwatch.catalog import (
     ATTEMPT_BUCKETS,
     FAILING_STREAK,
     GUARD_DECISIONS_TOTAL,
+    LOOP_TOKENS,
     LOOPS,
     MODEL_FIRST_SEEN,
     NO_ROWS_STREAK,
@@ -248,7 +249,9 @@ def _guards() -> timeseries.Panel:
         "Tool calls a loopwatch guard answered without executing, by tool and decision: "
         "stopped (loop threshold reached), no_rows_stopped (no-rows streak), "
         "budget_exhausted, suppressed (duplicate side effect), circuit_open and "
-        "store_unavailable (the arbiter's shared store unreachable, on_store_error=deny). A guard "
+        "store_unavailable (the arbiter's shared store unreachable, on_store_error=deny); "
+        "store_unchecked counts calls that ran unchecked (store unreachable, "
+        "on_store_error=allow). A guard "
         "firing is a loop caught, not a loop gone: read it next to the share above. Not "
         "split by model (guards record service, agent and tool).",
         "short",
@@ -266,6 +269,30 @@ def _by_tool(layout: Layout) -> None:
     layout.row("By tool")
     for panel in (_looping_tools(), _tool_percentiles(), _calls_by_class(), _duplicates()):
         layout.add(panel, 12, 8)
+    layout.add(_loop_tokens(), 24, 8)
+
+
+def _loop_tokens() -> table.Panel:
+    return data_table(
+        "Tokens of loops by tool, error class and kind",
+        "Tokens in the selected range of the model calls that asked for a loop's extra "
+        "attempts: the calls past the first of a looping key's run or of a looping streak. "
+        "Each such model call counts once per turn: the one that started last before the "
+        "attempt (the call whose answer asked for it), with the tokens its span reports "
+        "(gen_ai.usage.*, llm.token_count.*, llm.usage.total_tokens). token_type input and "
+        "output; unsplit: a model call that reported only a total. The first attempt of a "
+        "loop, and a turn without a loop, count nothing. Multiply by the model's price to "
+        "read what loops cost.",
+        "short",
+        [
+            Query(
+                "sort_desc(sum by (tool, error_class, kind, token_type) "
+                f"({in_range(f'{LOOP_TOKENS.name}{{{T}}}')}) > 0)",
+                instant=True,
+                table=True,
+            )
+        ],
+    )
 
 
 def _looping_tools() -> table.Panel:

@@ -1,2 +1,2 @@
-"""What the dashboards, the alert rules and the README's metrics tables are generated from: the
-mixin config, and the generators' shared command line."""
+"""What the dashboards and the alert rules are generated from: the mixin config, and the
+generators' shared command line (docs_gen's generators use it too)."""

@@ -4,7 +4,9 @@ DIR/answer-INDEX.json. Files in DIR are the only channel between the workers and
 
 race: wait for DIR/go (``early`` workers) or DIR/done (the others), then call; the call that
 runs writes DIR/effects (one line a ticket), holds until 3 in-progress answers are written,
-then DIR/done. hang: claim, write DIR/started with the claim time, then hold until killed.
+then DIR/done. circuit: wait for DIR/turn-INDEX, make CALLS reworded calls (default arbiter:
+circuit_after=3), write their answers to DIR/answer-INDEX.json, then DIR/turn-INDEX+1.
+hang: claim, write DIR/started with the claim time, then hold until killed.
 """
 
 from __future__ import annotations
@@ -78,6 +80,35 @@ def race(folder: Path, store: str, index: int) -> None:
     write_json(folder / f"answer-{index}.json", {"kind": kind, "value": str(answer)})
 
 
+CALLS = 2
+
+
+def circuit(folder: Path, store: str, index: int) -> None:
+    arbiter = IdempotencyArbiter(CONFIG, store=store)
+    (folder / f"ready-{index}").touch()
+    wait_for(lambda: (folder / f"turn-{index}").exists(), "this worker's turn")
+    kinds = []
+    for call in range(CALLS):
+        args = {"customer_id": "c_40912", "order_id": "88214", "summary": f"way {index}.{call}"}
+        ran: list[bool] = []
+
+        def run(summary: str = args["summary"], ran: list[bool] = ran) -> str:
+            ran.append(True)
+            with (folder / "effects").open("a") as f:
+                f.write(summary + "\n")
+            return "T-1"
+
+        answer = arbiter.call("create_ticket", args, run)
+        if ran:
+            kinds.append("ran")
+        elif isinstance(answer, TerminalResult):
+            kinds.append(answer.decision)
+        else:
+            kinds.append("replayed")
+    write_json(folder / f"answer-{index}.json", {"kinds": kinds})
+    (folder / f"turn-{index + 1}").touch()
+
+
 def hang(folder: Path, store: str, lease: float) -> None:
     arbiter = IdempotencyArbiter(CONFIG, store=store, lease_seconds=lease)
     args = {"customer_id": "c_40912", "order_id": "88214", "summary": "first"}
@@ -91,5 +122,7 @@ if __name__ == "__main__":
     mode, folder, store, extra = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4]
     if mode == "race":
         race(folder, store, int(extra))
+    elif mode == "circuit":
+        circuit(folder, store, int(extra))
     else:
         hang(folder, store, float(extra))

@@ -48,7 +48,8 @@ BATCH = 40  # spans per exported request, as a BatchSpanProcessor's batches
 
 
 def incident_turns(rng: random.Random) -> list[Turn]:
-    """The two incidents among healthy turns and a few retries (design.md's test data)."""
+    """The two incidents (fourteen timed-out tickets, eleven empty searches) among healthy
+    turns and a few retries."""
     return [
         fourteen_tickets(),
         eleven_empty_searches(),

@@ -17,10 +17,10 @@ from loopwatch.metrics import LoopwatchMetrics
 from loopwatch.service import metrics_server
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # mixin/ is source, not an installed package
+if str(ROOT) not in sys.path:  # mixin/ and docs_gen/ are source, not an installed package
     sys.path.insert(0, str(ROOT))
 
-from mixin import metrics_doc  # noqa: E402
+from docs_gen import metrics as metrics_doc  # noqa: E402
 
 NAME = re.compile(r"\bloopwatch_[a-z_]+")
 SAMPLE_SUFFIXES = ("", "_bucket", "_count", "_sum", "_created")
@@ -78,10 +78,10 @@ def test_the_refused_help_states_the_metrics_endpoints_cap() -> None:
 def test_readme_tables_match_the_catalog() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert metrics_doc.render() == {"README.md": readme}, (
-        "README.md's metrics tables are stale: run python -m mixin.metrics_doc"
+        "README.md's metrics tables are stale: run python -m docs_gen.metrics"
     )
     done = subprocess.run(
-        [sys.executable, "-m", "mixin.metrics_doc", "--check"], cwd=ROOT, capture_output=True
+        [sys.executable, "-m", "docs_gen.metrics", "--check"], cwd=ROOT, capture_output=True
     )
     assert done.returncode == 0, done.stderr
     for m in catalog.FAMILIES:
@@ -100,7 +100,9 @@ def test_a_changed_help_changes_the_readme() -> None:
 # -- nobody else spells a metric name --------------------------------------------------------------
 def test_dashboards_rules_and_mixin_take_names_from_the_catalog() -> None:
     for path in sorted(
-        p for folder in ("dashboards", "alerts", "mixin") for p in (ROOT / folder).glob("*.py")
+        p
+        for folder in ("dashboards", "alerts", "mixin", "docs_gen")
+        for p in (ROOT / folder).glob("*.py")
     ):
         text = path.read_text(encoding="utf-8")
         # recording rules (level:metric:operations) are named where they are defined

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -106,6 +107,47 @@ def test_a_plain_build_is_pure_python(monkeypatch: pytest.MonkeyPatch) -> None:
         assert calls.pop() == {}
 
 
+def test_only_the_backends_build_hooks_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """setup.py is also read for the build's requirements and metadata: mypyc runs only inside
+    the backend's build_wheel and build_editable (build_backend/loopwatch_build.py)."""
+    setup = _setup_module()
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(setup, "setup", lambda **kw: calls.append(kw))
+    extensions = [setup.Extension("loopwatch.core.keys", sources=[])]
+    monkeypatch.setattr(setup, "_mypycify", lambda: extensions)
+    monkeypatch.setenv("LOOPWATCH_COMPILE", "1")
+    backend = ModuleType("loopwatch_build")
+    monkeypatch.setitem(sys.modules, "loopwatch_build", backend)
+    for building, want in ((None, {}), (False, {}), (True, {"ext_modules": extensions})):
+        if building is not None:
+            backend.building_extensions = building  # type: ignore[attr-defined]
+        setup.main()
+        assert calls.pop() == want
+
+
+def test_the_mypy_pin_is_the_mypyc_extra() -> None:
+    """One pin: the backend installs the `mypyc` extra to compile, the test extra takes it."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = project["optional-dependencies"]
+    assert [r for r in extras["mypyc"] if r.startswith("mypy==")] == extras["mypyc"][:1]
+    assert "loopwatch[mypyc]" in extras["test"]
+    pins = [r for rs in extras.values() for r in rs if r.split("=")[0].strip() == "mypy"]
+    assert pins == extras["mypyc"][:1]
+    assert "mypy-extensions>=1.0" in project["dependencies"]
+    spec = importlib.util.spec_from_file_location(
+        "loopwatch_build_probe", ROOT / "build_backend" / "loopwatch_build.py"
+    )
+    assert spec is not None and spec.loader is not None
+    backend = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(backend)
+    with pytest.MonkeyPatch.context() as m:
+        m.chdir(ROOT)  # hooks run in the source tree
+        m.setenv("LOOPWATCH_COMPILE", "1")
+        assert backend._compiling() == [*extras["mypyc"], *project["dependencies"]]
+        m.setenv("LOOPWATCH_COMPILE", "0")
+        assert backend._compiling() == []
+
+
 def test_the_compiled_build_says_clearly_when_it_cannot_be_made(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -137,7 +179,11 @@ def test_the_compiled_build_runs_compiled_by_default() -> None:
     got = _probe()
     assert got["describe"] == "compiled with mypyc"
     assert _version() == f"loopwatch {VERSION} (compiled with mypyc)"
-    sources = _setup_module().compiled_sources()
+    setup = _setup_module()
+    sources = setup.compiled_sources()
+    shared = setup.SHARED_LIBRARY_GROUP + "__mypyc"
+    # every compiled module's code, in one shared library inside the package
+    assert Path(got["files"].pop(shared)).parent == Path(got["files"]["loopwatch.processor"]).parent
     for module, path in got["files"].items():
         source = "processor/" + module.replace(".", "/") + ".py"
         # exactly the listed modules are extensions (those imported here)

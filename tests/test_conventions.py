@@ -1,6 +1,6 @@
-"""read_span on the span shapes of span-conventions.md §1-§5: tool name, error class, whether
-the arguments were read, the result fingerprint, and one key for reworded free text under a
-declared identity."""
+"""read_span on the span shapes of the GenAI conventions, OpenInference, OpenLLMetry and the
+frameworks that emit them: tool name, error class, whether the arguments were read, the result
+fingerprint, and one key for reworded free text under a declared identity."""
 
 from __future__ import annotations
 

@@ -459,11 +459,15 @@ def test_lone_tool_spans_find_their_call_in_one_lookup_and_nothing_stays_filed()
     taken = []
     for _ in range(4):
         before = {i for t in conversations._open.values() for i in t.claimed}
-        ok = conversations.claim("svc", "search")
+        lone = ToolCall(
+            99, None, 0, 0, "search", AttemptKey("search", "?", "ok"), "ok", "rows", False, "", None
+        )
+        ok = conversations.claim("svc", lone)
         after = {i for t in conversations._open.values() for i in t.claimed}
         taken.append(sorted(after - before) if ok else None)
     assert taken == [[12], [21], [11], None]
-    assert conversations.claim("other-svc", "other") is False
+    other = replace(lone, tool="other", key=AttemptKey("other", "?", "ok"))
+    assert conversations.claim("other-svc", other) is False
     conversations.flush()
     assert conversations._unanswered == {} and conversations._answered == {}
 

@@ -21,6 +21,7 @@ def test_exposition_matches_golden(name: str, entry: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(STREAMS))
 def test_processor_and_service_export_the_same_lines(name: str) -> None:
-    """design.md: both ways in compute identical numbers for the same spans."""
+    """Both ways in (the processor and the service) compute identical numbers for the same
+    spans."""
     processor = (GOLDEN / f"{name}-processor.txt").read_text()
     assert processor == (GOLDEN / f"{name}-service.txt").read_text()

@@ -283,3 +283,76 @@ def test_an_unopenable_sqlite_file_follows_the_policy(tmp_path: Path) -> None:
     assert isinstance(refused, TerminalResult) and refused.decision == "store_unavailable"
     assert len(ran) == 2
     assert (allow.store_errors, deny.store_errors) == ({"allowed": 2}, {"denied": 1})
+
+
+def test_both_store_error_policies_are_series_of_the_decisions_counter(tmp_path: Path) -> None:
+    """Unreachable store: under allow each call runs and is both an attempt and a
+    store_unchecked decision; under deny it is a store_unavailable decision and no attempt."""
+    url = f"sqlite:///{tmp_path}"  # a directory: SQLite cannot open it
+    p = Pipeline(CONFIG)
+    try:
+        allow = IdempotencyArbiter(CONFIG, store=url, tracer_provider=p.provider)
+        deny = IdempotencyArbiter(
+            CONFIG, store=url, on_store_error="deny", tracer_provider=p.provider
+        )
+        turn = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}
+        tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "create_ticket"}
+        ran: list[int] = []
+        with p.tracer.start_as_current_span("invoke_agent support", attributes=turn):
+            for i, arbiter in enumerate([allow, allow, allow, deny, deny]):
+                attributes = {**tool, "gen_ai.tool.call.arguments": json.dumps(ARGS)}
+                with p.tracer.start_as_current_span(
+                    "execute_tool create_ticket", attributes=attributes
+                ):
+                    arbiter.call("create_ticket", ARGS, lambda i=i: ran.append(i) or "T-1")
+        assert ran == [0, 1, 2]
+
+        def decisions(decision: str) -> float:
+            return p.value(
+                "loopwatch_guard_decisions_total",
+                agent="support",
+                tool="create_ticket",
+                decision=decision,
+            )
+
+        assert decisions("store_unchecked") == 3
+        assert decisions("store_unavailable") == 2
+        assert p.value("loopwatch_guard_decisions_total") == 5
+        # the three that ran are attempts of one key; the two refused are not
+        assert p.value("loopwatch_tool_calls_total", tool="create_ticket") == 3
+        assert p.value("loopwatch_turn_max_attempts_sum") == 3
+        assert (allow.store_errors, deny.store_errors) == ({"allowed": 3}, {"denied": 2})
+    finally:
+        p.close()
+
+
+def test_six_processes_open_one_circuit_after_three_duplicates_in_all(
+    tmp_path: Path, store_url: str
+) -> None:
+    """The duplicates behind circuit_after are counted in the store: six processes, two
+    reworded calls each, one after the other: one run, three replays, then the circuit is open
+    for every process, including those that had not seen a duplicate themselves."""
+    from tests.guard_store_worker import CALLS
+
+    procs = [worker("circuit", str(tmp_path), store_url, str(i)) for i in range(6)]
+    try:
+        wait_for(lambda: len(list(tmp_path.glob("ready-*"))) == 6, "6 workers ready")
+        (tmp_path / "turn-0").touch()
+        for p in procs:
+            _, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err.decode()[-3000:]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    kinds = [json.loads((tmp_path / f"answer-{i}.json").read_text())["kinds"] for i in range(6)]
+    assert CALLS == 2
+    assert kinds == [
+        ["ran", "replayed"],
+        ["replayed", "replayed"],
+        ["circuit_open", "circuit_open"],
+        ["circuit_open", "circuit_open"],
+        ["circuit_open", "circuit_open"],
+        ["circuit_open", "circuit_open"],
+    ]
+    assert len((tmp_path / "effects").read_text().splitlines()) == 1

@@ -76,6 +76,78 @@ def test_cap_two_lets_three_tickets_through_and_stops_the_fourth() -> None:
     assert list(turn.attempts().values()) == [3]
 
 
+POLL = {"action": "poll", "id": "job_7"}
+
+
+def _growing_polls() -> list[str]:
+    """Twenty-four answers of a running job whose log grows a line each time, then its end."""
+    lines = [f"[2025-05-01T12:00:{i:02d}Z] compiled module {i} of 24" for i in range(24)]
+    return ["\n".join(lines[: i + 1]) for i in range(24)] + ["\n".join([*lines, "exit code 0"])]
+
+
+def _unchanged_polls() -> list[dict[str, Any]]:
+    """Eleven answers that change only in their request id, time and duration."""
+    return [
+        {
+            "request_id": f"req_{i}",
+            "status": "running",
+            "checked_at": f"2025-05-01T12:00:{i:02d}Z",
+            "elapsed_ms": 1000 * i,
+            "log": ["compiled module 1 of 24"],
+        }
+        for i in range(11)
+    ]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [Config(), Config(tools={"process": ToolDeclaration(identity=("action", "id"))})],
+    ids=["undeclared", "declared"],
+)
+def test_polls_that_progress_all_run_past_a_cap_of_two(config: Config) -> None:
+    ran: list[int] = []
+    with LoopBreaker(config, cap=2).turn() as turn:
+        for i, answer in enumerate(_growing_polls()):
+            turn.call("process", POLL, lambda i=i, a=answer: ran.append(i) or a)
+    assert len(ran) == 25
+    assert turn.decisions == ()
+    assert list(turn.attempts().values()) == [1]  # each poll progressed: a new run of one
+
+
+@pytest.mark.parametrize(
+    "config",
+    [Config(), Config(tools={"process": ToolDeclaration(identity=("action", "id"))})],
+    ids=["undeclared", "declared"],
+)
+def test_polls_with_unchanged_output_stop_at_a_cap_of_two(config: Config) -> None:
+    ran: list[int] = []
+    with LoopBreaker(config, cap=2).turn() as turn:
+        answers = [
+            turn.call("process", POLL, lambda i=i, a=answer: ran.append(i) or a)
+            for i, answer in enumerate(_unchanged_polls())
+        ]
+    assert ran == [0, 1, 2]
+    stops = [a for a in answers if isinstance(a, TerminalResult)]
+    assert len(stops) == 8
+    assert answers[3] is stops[0]
+    assert {(s.decision, s.error_class, s.attempts) for s in stops} == {("stopped", "ok", 3)}
+    assert list(turn.attempts().values()) == [3]
+
+
+def test_progress_then_the_same_answer_counts_from_the_last_change() -> None:
+    """Two advancing polls, then the same answer: the run of no progress starts at the second
+    poll, so the cap of 2 lets that answer come three times and stops the fourth."""
+    answers = ["step 1", "step 2", "step 2", "step 2", "step 2", "step 2"]
+    ran: list[int] = []
+    with LoopBreaker(Config(), cap=2).turn() as turn:
+        got = [
+            turn.call("process", POLL, lambda i=i, a=a: ran.append(i) or a)
+            for i, a in enumerate(answers)
+        ]
+    assert ran == [0, 1, 2, 3]
+    assert [isinstance(g, TerminalResult) for g in got] == [False] * 4 + [True] * 2
+
+
 def test_cap_is_configurable_and_defaults_follow_the_loop_threshold() -> None:
     service = TicketService()
     with LoopBreaker(CONFIG, cap=0).turn() as turn:
@@ -170,8 +242,10 @@ def test_without_config_successful_work_runs_and_only_identical_successes_stop()
             turn.call("create_ticket", args, lambda a=args: service.create(**a))
         assert turn.decisions == ()
         args = _ticket_args("The very same words")
+        # the same answer each time: a new ticket id in the answer would be progress
         answers = [
-            turn.call("create_ticket", args, lambda: service.create(**args)) for _ in range(4)
+            turn.call("create_ticket", args, lambda: service.create(**args) and "created")
+            for _ in range(4)
         ]
     assert len(service.tickets) == 27
     assert isinstance(answers[3], TerminalResult)
@@ -410,6 +484,7 @@ def test_decision_names_are_the_cores() -> None:
         terminal.SUPPRESSED,
         terminal.CIRCUIT_OPEN,
         terminal.STORE_UNAVAILABLE,
+        terminal.STORE_UNCHECKED,
     }
     assert names == GUARD_DECISIONS
 

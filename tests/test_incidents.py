@@ -1,4 +1,5 @@
-"""The two incidents of design.md through the real SDK and processor: exact numbers."""
+"""The two incidents (fourteen timed-out tickets, eleven empty searches) through the real SDK
+and processor: exact numbers."""
 
 from __future__ import annotations
 

@@ -422,3 +422,70 @@ def test_litellm_callbacks_answer_is_read_in_linear_time() -> None:
     """(at most 1024 calls are read from one answer: measured below that)"""
     ratio, growth = _growth(_read_litellm_answer, _litellm_answer, 25_000)
     assert growth <= MAX_GROWTH, (ratio, growth)
+
+
+def _request(spans: str) -> str:
+    return '{"resourceSpans":[{"scopeSpans":[{"spans":[' + spans + "]}]}]}"
+
+
+def _span(fields: str = "") -> str:
+    return '{"traceId":"' + "ab" * 16 + '","spanId":"' + "cd" * 8 + '"' + fields + "}"
+
+
+def _nested(levels: int) -> str:
+    return '{"arrayValue":{"values":[' * levels + '{"intValue":"1"}' + "]}}" * levels
+
+
+_OTLP_JSON: dict[str, Callable[[int], str]] = {
+    "one key, many times": lambda n: _request(
+        _span(
+            ',"attributes":['
+            + ",".join(['{"key":"k","value":{"stringValue":"v"}}'] * (n // 40))
+            + "]"
+        )
+    ),
+    "many kinds of value": lambda n: _request(
+        _span(
+            ',"attributes":['
+            + ",".join(['{"key":"k","value":{"doubleValue":"NaN","boolValue":null}}'] * (n // 60))
+            + "]"
+        )
+    ),
+    "values nested near the limit": lambda n: _request(
+        _span(
+            ',"attributes":['
+            + ",".join(['{"key":"k","value":' + _nested(40) + "}"] * (n // 1200))
+            + "]"
+        )
+    ),
+    "spans under protobuf's names": lambda n: _request(
+        ",".join(['{"trace_id":"' + "ab" * 16 + '","span_id":"' + "cd" * 8 + '"}'] * (n // 70))
+    ),
+    "a long integer": lambda n: _request(_span(',"startTimeUnixNano":"' + "9" * n + '"')),
+    "a long odd id": lambda n: _request('{"traceId":"' + "a" * (n | 1) + '"}'),
+    "a long base64 value": lambda n: _request(
+        _span(',"attributes":[{"key":"k","value":{"bytesValue":"' + "QUJD" * (n // 4) + '"}}]')
+    ),
+}
+
+
+def _decode_json(text: str) -> object:
+    from loopwatch.service.otlp import RequestError
+    from loopwatch.service.otlp_json import decode
+
+    try:
+        return decode(text.encode())
+    except RequestError as e:
+        return e
+
+
+def test_otlp_json_decoding_is_linear_on_hostile_requests() -> None:
+    """The service's and replay's OTLP/JSON decoder: requests built to cost more per byte as
+    they grow (one key over and over, values of several kinds, nesting near the limit, every
+    span under protobuf's field names, an integer, id or bytes value of the whole size)."""
+    report = []
+    for name, make in _OTLP_JSON.items():
+        ratio, growth = _growth(_decode_json, make, 25_000)
+        report.append((name, round(ratio, 1), round(growth, 2)))
+        assert growth <= MAX_GROWTH, report[-1]
+    print(*report, sep="\n")

@@ -19,6 +19,7 @@ from typing import Any
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from loopwatch.guards.mcp_guard import AGENT
 from tests.helpers import exposition_sum
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,8 +50,11 @@ def _env(tmp_path: Path, port: int) -> dict[str, str]:
     }
 
 
-def _guarded(tmp_path: Path, port: int) -> StdioServerParameters:
-    (tmp_path / "loopwatch.toml").write_text(CONFIG)
+def _guarded(tmp_path: Path, port: int, idle: float | None = None) -> StdioServerParameters:
+    """The guard in front of the server; ``idle``: its turns' idle timeout (a turn's metrics
+    are exported when it ends)."""
+    limits = f"\n[limits]\nidle_timeout_seconds = {idle}\n" if idle is not None else ""
+    (tmp_path / "loopwatch.toml").write_text(CONFIG + limits)
     return StdioServerParameters(
         command=sys.executable,
         args=["-m", "loopwatch.cli", "mcp-guard", "--", sys.executable, str(SERVER)],
@@ -72,7 +76,7 @@ def _metrics(port: int) -> str:
 
 def _wait_for_counts(port: int, expected: dict[str, float]) -> dict[str, float]:
     """create_ticket's counts on the guard's /metrics once they reach ``expected`` (or the last
-    seen at the deadline): its processor counts a span after the answer was sent. Keys are
+    seen at the deadline): its processor counts a turn's calls when the turn ends. Keys are
     guard decisions, and "executed" for the calls that ran."""
     deadline = time.monotonic() + DEADLINE_SECONDS
     while True:
@@ -117,7 +121,8 @@ def test_six_reworded_calls_make_one_ticket_and_open_the_circuit(
         return results, _wait_for_counts(port, expected)
 
     with open(tmp_path / "stderr.txt", "w") as errlog:
-        results, decisions = asyncio.run(_session(_guarded(tmp_path, port), errlog, six_calls))
+        params = _guarded(tmp_path, port, idle=1.0)
+        results, decisions = asyncio.run(_session(params, errlog, six_calls))
 
     assert (tmp_path / "tickets.txt").read_text().count("\n") == 1
     first = results[0].model_dump(mode="json")
@@ -435,3 +440,58 @@ def test_x_loopwatch_in_the_servers_tools_list_declares_an_identity(
     tools(5, {"identity": ["account"]})
     assert call(6, "Printer still broken") is None  # the first call of the declared key
     assert call(7, "Printer: still broken") == {"jsonrpc": "2.0", "id": 7, "result": first}
+
+
+def test_the_calls_of_a_session_are_one_turn_in_the_metrics(
+    tmp_path: Path, free_port: Callable[[], int]
+) -> None:
+    """Six reworded create_ticket calls and four identical searches, one after the other: one
+    turn (one trace under the guard's invoke_agent span), ended by the idle timeout while the
+    session is still open, with the searches' three attempts counted as repeats of one key."""
+    port = free_port()
+    idle = 2.0
+    params = _guarded(tmp_path, port, idle)
+    names = {
+        "turns": ("loopwatch_turns_total", {}),
+        "max_attempts_sum": ("loopwatch_turn_max_attempts_sum", {}),
+        "max_attempts_count": ("loopwatch_turn_max_attempts_count", {}),
+        "tickets_run": ("loopwatch_tool_calls_total", {"tool": "create_ticket"}),
+        "searches_run": ("loopwatch_tool_calls_total", {"tool": "search_orders"}),
+        "search_repeats": ("loopwatch_repeat_calls_total", {"tool": "search_orders"}),
+        "decisions": ("loopwatch_guard_decisions_total", {}),
+    }
+
+    def read() -> dict[str, float]:
+        text = _metrics(port)
+        seen = {k: exposition_sum(text, n, agent=AGENT, **lb) for k, (n, lb) in names.items()}
+        seen["other_agents"] = exposition_sum(text, "loopwatch_turns_total") - seen["turns"]
+        return seen
+
+    async def calls(session: ClientSession) -> tuple[dict[str, float], dict[str, float], float]:
+        for summary in SUMMARIES:
+            arguments = {"customer_id": "C-1042", "order_id": "4411", "summary": summary}
+            await session.call_tool("create_ticket", arguments)
+        for _ in range(4):
+            await session.call_tool("search_orders", {"query": "damaged order 4411"})
+        last_call = time.monotonic()
+        during = read()  # the turn is not over yet: no turn counted
+        deadline = time.monotonic() + DEADLINE_SECONDS + idle
+        while (after := read())["turns"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return during, after, time.monotonic() - last_call
+
+    with open(tmp_path / "stderr.txt", "w") as errlog:
+        during, after, waited = asyncio.run(_session(params, errlog, calls))
+
+    assert during["turns"] == 0
+    assert waited >= idle
+    assert after == {
+        "turns": 1.0,
+        "max_attempts_sum": 3.0,  # the search's key: 3 attempts in the one turn
+        "max_attempts_count": 1.0,
+        "tickets_run": 1.0,
+        "searches_run": 3.0,
+        "search_repeats": 2.0,
+        "decisions": 6.0,  # 3 suppressed, 2 circuit_open, 1 search stopped
+        "other_agents": 0.0,
+    }

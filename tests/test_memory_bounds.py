@@ -15,6 +15,7 @@ from loopwatch.core.assembler import TurnAssembler
 from loopwatch.core.config import Config
 from loopwatch.core.spans import SpanView
 from loopwatch.core.summary import TurnSummary
+from loopwatch.processor import SpanStart
 
 MB = 1024 * 1024
 
@@ -241,7 +242,8 @@ def test_a_start_whose_fields_are_missing_is_queued_as_the_span_not_raised() -> 
     with p.processor._lock:
         p.processor._start_class = _Bare  # as though it had learned this one
         p.processor.on_start(_Bare())  # type: ignore[arg-type]
-        assert type(p.processor._queue[-1][0]) is _Bare
+        item = p.processor._queue[-1]
+        assert isinstance(item, SpanStart) and type(item.span) is _Bare
     p.close()
 
 

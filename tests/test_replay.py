@@ -138,7 +138,7 @@ def test_files_in_any_order_and_split_anywhere(recorded, tmp_path: Path) -> None
 
 
 def test_the_incidents_exact_figures(tmp_path: Path) -> None:
-    """design.md's incidents alone: 14 attempts, 13 duplicates, 330 s past the cap; a no-rows
+    """The two incidents alone: 14 attempts, 13 duplicates, 330 s past the cap; a no-rows
     streak of 11."""
     from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
 
@@ -182,81 +182,38 @@ def test_command_summary_and_json(recorded, tmp_path: Path, capsys) -> None:  # 
         assert secret not in text
 
 
-def test_the_json_fast_path_builds_the_services_span_views(recorded) -> None:  # type: ignore[no-untyped-def]
-    """replay reads the file exporter's JSON without protobuf's ParseDict; every span view is
-    the one the service's OTLP/JSON conversion builds, for every kind of attribute value."""
-    from loopwatch.history.formats import fast_views, otlp_request
+def _for_protobuf(document: dict[str, Any]) -> str:
+    """An OTLP JSON document as protobuf's JSON mapping writes it: its ids in base64."""
+    for rs in document["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for span in ss["spans"]:
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if span.get(key) and len(span[key]) in (32, 16):
+                        span[key] = base64.b64encode(bytes.fromhex(span[key])).decode()
+    return json.dumps(document)
+
+
+def test_replay_reads_otlp_json_into_the_views_protobufs_parser_gives(  # type: ignore[no-untyped-def]
+    recorded, tmp_path: Path
+) -> None:
+    """The file exporter's lines are read by the service's OTLP/JSON decoder: every span view is
+    the one protobuf's JSON parser and the service's conversion give, for every kind of
+    attribute value, numbers and nulls where text is usual, base64 ids, an invalid span id
+    (left out, counted), a resource written after its spans, and several resources a line."""
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from loopwatch.history.formats import Reader
     from loopwatch.service.otlp import span_views
     from tests.replay_support import collector_json_line
 
     spans, _ = recorded
     lines = [collector_json_line(r) for r in batches(spans)]
-    # every AnyValue kind, an event, a status message, a remote parent, base64 ids
     document = json.loads(lines[0])
-    span = document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
-    span["attributes"] += [
-        {"key": "x.int", "value": {"intValue": "-12"}},
-        {"key": "x.double", "value": {"doubleValue": 1.5}},
-        {"key": "x.nan", "value": {"doubleValue": "NaN"}},
-        {"key": "x.bool", "value": {"boolValue": False}},
-        {"key": "x.bytes", "value": {"bytesValue": "AAEC"}},
-        {"key": "x.empty", "value": {}},
-        {"key": "x.none"},
-        {"key": "x.array", "value": {"arrayValue": {"values": [{"stringValue": "a"}, {}]}}},
-        {"key": "x.kv", "value": {"kvlistValue": {"values": [{"key": "k", "value": {}}]}}},
-        {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "7"}},
-    ]
-    span["events"] = [{"timeUnixNano": "5", "name": "e", "attributes": [span["attributes"][0]]}]
-    span["status"] = {"code": "STATUS_CODE_ERROR", "message": "boom"}
-    span["flags"] = 0x300
-    span["parentSpanId"] = "00000000000000aa"
-    for line in [json.dumps(document).encode(), *lines]:
-        fast, rejected, _ = fast_views(json.loads(line))
-        request, _ = otlp_request(json.loads(line))
-        strict = span_views(request)
-        assert rejected == strict.rejected
-        assert [repr(v) for v in fast] == [repr(v) for v in strict.spans]
-
-
-def test_jaeger_api_v3_lines_take_the_typed_path(recorded) -> None:  # type: ignore[no-untyped-def]
-    """Jaeger 2's API v3 answer, buffered or a line of its stream, is read by the typed
-    structs, into the views the dict path builds; its other lines (the end, an error, a
-    result without traces) are left to the general path."""
-    from loopwatch.history.formats import Reader, api_v3_traces, fast_views
-    from loopwatch.service.otlp_json import request_views
-
-    spans, _ = recorded
-    requests = batches(spans)
-    reader = Reader([])
-    lines = [*jaeger_v3_stream(requests).splitlines()[:-1], jaeger_v3_answer(requests)]
-    for line in lines:
-        read = reader._typed(line)
-        assert read is not None and request_views(line) is None  # not a request
-        views, rejected, base64_ids = fast_views(api_v3_traces(json.loads(line)))
-        assert [repr(v) for v in read[0]] == [repr(v) for v in views]
-        assert read[1:] == (rejected, base64_ids) == (0, False)
-    assert sum(len(reader._typed(line)[0]) for line in lines[:-1]) == len(spans)  # type: ignore[index]
-    for other in (
-        b'{"end":true}',
-        b'{"error":{"httpCode":500,"message":"storage: connection reset"}}',
-        b'{"result":{"summaries":[],"nextPageToken":""}}',
-    ):
-        assert reader._typed(other) is None
-
-
-def test_the_typed_path_builds_the_same_span_views_and_leaves_the_unusual(recorded) -> None:  # type: ignore[no-untyped-def]
-    """The file exporter's lines are decoded by msgspec into typed structs: every span view is
-    the one the dict path (and so the service's conversion) builds, for every kind of attribute
-    value; a line it does not read (a null, a value of another type, the legacy scope name,
-    invalid JSON) is left to the general path, which reads it or names what is wrong."""
-    from loopwatch.history.formats import fast_views
-    from loopwatch.service.otlp_json import request_views
-    from tests.replay_support import collector_json_line
-
-    spans, _ = recorded
-    lines = [collector_json_line(r) for r in batches(spans)]
-    document = json.loads(lines[0])
-    span = document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    group = document["resourceSpans"][0]
+    span = group["scopeSpans"][0]["spans"][0]
     span["attributes"] += [
         {"key": "x.int", "value": {"intValue": "-12"}},
         {"key": "x.int.number", "value": {"intValue": 12}},
@@ -267,6 +224,7 @@ def test_the_typed_path_builds_the_same_span_views_and_leaves_the_unusual(record
         {"key": "x.bytes", "value": {"bytesValue": "AAEC"}},
         {"key": "x.empty", "value": {}},
         {"key": "x.none"},
+        {"key": "x.null", "value": None},
         {"key": "x.array", "value": {"arrayValue": {"values": [{"stringValue": "a"}, {}]}}},
         {"key": "x.array.empty", "value": {"arrayValue": {}}},
         {"key": "x.kv", "value": {"kvlistValue": {"values": [{"key": "k", "value": {}}]}}},
@@ -278,76 +236,77 @@ def test_the_typed_path_builds_the_same_span_views_and_leaves_the_unusual(record
     span["flags"] = 0x300
     span["parentSpanId"] = "00000000000000aa"
     span["startTimeUnixNano"] = int(span["startTimeUnixNano"])  # a number, not text
-    second = document["resourceSpans"][0]["scopeSpans"][0]["spans"][1]
+    span["name"] = None
+    second = group["scopeSpans"][0]["spans"][1]
     second["traceId"] = base64.b64encode(bytes.fromhex(second["traceId"])).decode()
     second["spanId"] = base64.b64encode(bytes.fromhex(second["spanId"])).decode()
-    third = document["resourceSpans"][0]["scopeSpans"][0]["spans"][2]
-    third["spanId"] = "0" * 16  # invalid: rejected
-    for line in [json.dumps(document).encode(), *lines]:
-        typed = request_views(line)
-        assert typed is not None
-        views, rejected, base64_ids = typed
-        fast, fast_rejected, fast_base64 = fast_views(json.loads(line))
-        assert (rejected, base64_ids) == (fast_rejected, fast_base64)
-        assert [repr(v) for v in views] == [repr(v) for v in fast]
-    assert request_views(json.dumps(document).encode())[1:] == (1, True)  # type: ignore[index]
-
-    # several resources in a line: each span under its own resource's service, or "unknown"
-    several = json.loads(lines[0])
-    billing = json.loads(json.dumps(several["resourceSpans"][0]))
+    group["scopeSpans"][0]["spans"][2]["spanId"] = "0" * 16  # invalid: rejected
+    billing = json.loads(json.dumps(group))
     billing["resource"] = {
         "attributes": [{"key": "service.name", "value": {"stringValue": "billing"}}]
     }
-    bare = json.loads(json.dumps(several["resourceSpans"][0]))
+    billing = {"scopeSpans": billing["scopeSpans"], "resource": billing["resource"]}  # after
+    bare = json.loads(json.dumps(group))
     del bare["resource"]
-    several["resourceSpans"] += [billing, bare]
-    typed = request_views(json.dumps(several).encode())
-    assert typed is not None
-    assert [repr(v) for v in typed[0]] == [repr(v) for v in fast_views(several)[0]]
-    services = [v.service for v in typed[0]]
+    document["resourceSpans"] += [billing, bare]
+    path = tmp_path / "t.json"
+    path.write_bytes(b"".join([json.dumps(document).encode() + b"\n", *lines[1:]]))
+    reader = Reader([str(path)])
+    read = list(reader.batches())
+    assert len(read) == len(lines)
+    expected = [
+        span_views(
+            json_format.Parse(
+                _for_protobuf(json.loads(line)),
+                ExportTraceServiceRequest(),
+                ignore_unknown_fields=True,
+            )
+        )
+        for line in [json.dumps(document).encode(), *lines[1:]]
+    ]
+    assert [[repr(v) for v in batch] for batch in read] == [
+        [repr(v) for v in decoded.spans] for decoded in expected
+    ]  # repr: NaN is not equal to itself
+    assert reader.stats.rejected_spans == sum(d.rejected for d in expected) == 3
+    assert any("ids in base64" in note for note in reader.stats.notes)
+    services = [v.service for v in read[0]]
     third = len(services) // 3
     assert services[third:] == ["billing"] * third + ["unknown"] * third
     assert services[0] not in ("billing", "unknown")
 
-    # not read here, each for the general path to read or name
-    def changed(change: Any) -> bytes:
-        unusual = json.loads(json.dumps(document))
-        change(unusual["resourceSpans"][0])
-        return json.dumps(unusual).encode()
 
-    def legacy(rs: dict[str, Any]) -> None:
-        rs["instrumentationLibrarySpans"] = rs.pop("scopeSpans")
+def test_jaeger_api_v3_lines_are_read_by_the_same_decoder(recorded) -> None:  # type: ignore[no-untyped-def]
+    """Jaeger 2's API v3 answer, buffered or a line of its stream, is read by the service's
+    decoder (the request under ``result``) into the views its request gives; its other lines
+    (the end, an error, a result without traces) are left to the general path."""
+    from loopwatch.history.formats import Reader, api_v3_traces
+    from loopwatch.service.otlp_json import JsonDecoded, decode
 
-    def null_name(rs: dict[str, Any]) -> None:
-        rs["scopeSpans"][0]["spans"][0]["name"] = None
-
-    def number_text(rs: dict[str, Any]) -> None:
-        rs["scopeSpans"][0]["spans"][0]["attributes"][0]["value"] = {"stringValue": 5}
-
-    def two_kinds(rs: dict[str, Any]) -> None:
-        rs["scopeSpans"][0]["spans"][0]["attributes"][0]["value"] = {
-            "intValue": "1",
-            "boolValue": True,
-        }
-
-    def bad_id(rs: dict[str, Any]) -> None:
-        rs["scopeSpans"][0]["spans"][0]["spanId"] = "zz" * 8
-
-    def resource_last(rs: dict[str, Any]) -> None:
-        rs["resource"] = rs.pop("resource")  # written after its spans
-
-    for change in (legacy, null_name, number_text, two_kinds, bad_id, resource_last):
-        assert request_views(changed(change)) is None, change.__name__
-    assert request_views(lines[0][: len(lines[0]) // 2]) is None
-    assert request_views(b'{"data": []}') is None  # Jaeger: no resourceSpans
+    spans, _ = recorded
+    requests = batches(spans)
+    reader = Reader([])
+    lines = [*jaeger_v3_stream(requests).splitlines()[:-1], jaeger_v3_answer(requests)]
+    for line in lines:
+        read = reader._typed(line)
+        assert isinstance(read, JsonDecoded)
+        inner = decode(json.dumps(api_v3_traces(json.loads(line))).encode())
+        assert read == inner and read.spans
+        assert (read.rejected, read.base64_ids) == (0, False)
+    assert sum(len(reader._typed(line).spans) for line in lines[:-1]) == len(spans)  # type: ignore[union-attr]
+    for other in (
+        b'{"end":true}',
+        b'{"error":{"httpCode":500,"message":"storage: connection reset"}}',
+        b'{"result":{"summaries":[],"nextPageToken":""}}',
+    ):
+        assert reader._typed(other) is None
 
 
-def test_lines_the_typed_path_leaves_are_read_the_general_way(
+def test_lines_in_less_usual_forms_give_the_same_numbers(
     recorded: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A file of lines the typed path does not read (legacy scope names, nulls, a resource after
-    its spans) among ones it does gives the processor's numbers; a corrupt line among them is
-    skipped and named."""
+    """A file of lines in less usual forms (OTLP's legacy scope name, nulls, a resource after
+    its spans) among the file exporter's gives the processor's numbers; a corrupt line among
+    them is skipped and named."""
     spans, expected = recorded
     from tests.replay_support import collector_json_line
 
@@ -362,7 +321,7 @@ def test_lines_the_typed_path_leaves_are_read_the_general_way(
         elif n % 4 == 2:
             document = json.loads(line)
             for span in document["resourceSpans"][0]["scopeSpans"][0]["spans"]:
-                span.setdefault("events", None)  # null: as if absent, for the general path
+                span.setdefault("events", None)  # null: as if absent
             line = json.dumps(document).encode() + b"\n"
         elif n % 4 == 3:
             document = json.loads(line)

@@ -103,7 +103,14 @@ def test_the_field_reader_reads_what_fields_lists() -> None:
     the module's source, which both builds ship)."""
     listed = {name for path in sdk_fields.FIELDS.values() for name in path.split(".")}
     source = Path(sdk_fields.__file__).parent / "sdk_fields.py"
-    helpers = (sdk_fields._readable, sdk_fields.start_fields, sdk_fields.end_fields)
+    helpers = (
+        sdk_fields._readable,
+        sdk_fields.start_fields,
+        sdk_fields.end_fields,
+        sdk_fields.kept_start,
+        sdk_fields.start_may_be_turn,
+        sdk_fields.resource_field,
+    )
     readers = {f.__name__ for f in (*sdk_fields.FAST, *helpers, sdk_fields.view_fields)}
     read = set()
     for node in ast.walk(ast.parse(source.read_text())):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import socket
 import zlib
+from typing import Any
 
 import pytest
 from google.protobuf import json_format
@@ -20,10 +20,10 @@ from loopwatch.service.otlp import (
     RequestError,
     count_spans,
     hex_ids_json,
-    parse_json,
     parse_protobuf,
     span_views,
 )
+from loopwatch.service.otlp_json import decode
 from tests.service_support import post, request_for, running, settle, value
 
 TRACE = bytes(range(1, 17))
@@ -176,7 +176,7 @@ def test_otlp_json_uses_hex_ids_camel_case_and_ignores_unknown_fields() -> None:
             }
         ]
     }
-    [view] = span_views(parse_json(json.dumps(document).encode())).spans
+    [view] = decode(json.dumps(document).encode()).spans
     assert (view.trace_id, view.span_id, view.parent_id) == (
         int.from_bytes(TRACE, "big"),
         int.from_bytes(SPAN, "big"),
@@ -191,7 +191,7 @@ def test_otlp_json_uses_hex_ids_camel_case_and_ignores_unknown_fields() -> None:
 )
 def test_json_that_is_not_a_request_is_a_request_error(body: bytes) -> None:
     with pytest.raises(RequestError):
-        parse_json(body)
+        decode(body)
 
 
 def test_truncated_protobuf_is_a_request_error() -> None:
@@ -202,7 +202,7 @@ def test_truncated_protobuf_is_a_request_error() -> None:
 
 def test_round_trip_through_otlp_json() -> None:
     request = request_for(fourteen_tickets())
-    assert parse_json(hex_ids_json(request)) == request
+    assert decode(hex_ids_json(request)).spans == span_views(request).spans
 
 
 def test_deflate_and_chunked_bodies() -> None:
@@ -231,18 +231,16 @@ def test_deflate_and_chunked_bodies() -> None:
         assert len(pieces) > 1
 
 
-def test_otlp_json_is_read_through_the_typed_structs_into_the_protobuf_views() -> None:
-    """OTLP/JSON requests are read by the typed structs the file exporter's lines are read by:
-    for every convention's spans, and for the requests OpenTelemetry JS's own serializer wrote
-    (tests/fixtures/vercel_ai), the views are those the protobuf path, and the general JSON path,
-    build."""
+def test_otlp_json_gives_the_views_protobuf_gives() -> None:
+    """OTLP/JSON requests give the span views their protobuf gives: for every convention's
+    spans, and for the requests OpenTelemetry JS's own serializer wrote
+    (tests/fixtures/vercel_ai), against protobuf's JSON parser (base64 ids) there."""
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from loopwatch.demo.emit import CONVENTIONS, emit_turn
     from loopwatch.demo.scenarios import eleven_empty_searches
-    from loopwatch.service.otlp_json import request_views
     from tests.helpers import Pipeline, S
     from tests.test_vercel_ai import FIXTURES, RECORDINGS, requests
 
@@ -254,74 +252,78 @@ def test_otlp_json_is_read_through_the_typed_structs_into_the_protobuf_views() -
         emit_turn(p.tracer, eleven_empty_searches(), (1050 + 100 * i) * S, convention)
     request = encode_spans(list(memory.get_finished_spans()))
     p.close()
-    read = request_views(hex_ids_json(request))
-    assert read is not None
-    views, rejected, base64_ids = read
-    assert (rejected, base64_ids) == (0, False)
-    assert views == span_views(parse_protobuf(request.SerializeToString())).spans
-    assert len(views) == len(memory.get_finished_spans()) > 100
+    read = decode(hex_ids_json(request))
+    assert (read.rejected, read.base64_ids) == (0, False)
+    assert read.spans == span_views(parse_protobuf(request.SerializeToString())).spans
+    assert len(read.spans) == len(memory.get_finished_spans()) > 100
     lines = [line for recording in RECORDINGS for line in requests(recording)]
     assert len(lines) == 6 and FIXTURES.is_dir()
     for line in lines:
-        read = request_views(line)
-        assert read is not None
-        assert read[0] == span_views(parse_json(line)).spans
+        read = decode(line)
+        message = json_format.Parse(
+            json.dumps(_base64_ids(json.loads(line))), ExportTraceServiceRequest()
+        )
+        assert read.spans == span_views(message).spans
 
 
-def test_the_service_answers_otlp_json_the_structs_read_and_the_rest_as_before() -> None:
-    """A field loopwatch never reads does not cost the request (here a count written negative,
-    which protobuf's JSON parser refuses): its loop is counted. Base64 ids
-    (protobuf's JSON mapping, not OTLP/JSON) and a span whose id is not hex are refused by
-    the general path, naming what is wrong."""
+def _base64_ids(document: Any) -> Any:
+    for rs in document["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for span in ss["spans"]:
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if span.get(key):
+                        span[key] = base64.b64encode(bytes.fromhex(span[key])).decode()
+    return document
+
+
+def test_the_service_reads_otlp_json_as_protobuf_would_and_names_what_is_wrong() -> None:
+    """What protobuf's JSON parser refuses, the service refuses, naming the field (a count
+    written negative); base64 ids (protobuf's JSON mapping) are read; an id that is neither
+    hex nor base64 is named."""
     request = request_for(fourteen_tickets())
     document = json.loads(hex_ids_json(request))
     spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
-    for span in spans:
-        span["droppedAttributesCount"] = -1
-    with pytest.raises(RequestError):
-        parse_json(json.dumps(document).encode())  # protobuf's parser refuses the whole request
     with running(Config(grace_seconds=0.0)) as service:
         assert service.bound is not None
         status, raw, _ = post(service.bound.http, json.dumps(document).encode(), "application/json")
         assert (status, json.loads(raw)) == (200, {})
+        spans[3]["droppedAttributesCount"] = -1
+        status, raw, _ = post(service.bound.http, json.dumps(document).encode(), "application/json")
+        assert status == 400
+        assert json.loads(raw)["message"] == (
+            "resourceSpans[0].scopeSpans[0].spans[3].droppedAttributesCount: "
+            "-1 is out of range (0 to 4294967295)"
+        )
+        del spans[3]["droppedAttributesCount"]
+        for span in spans:
+            span["traceId"] = base64.b64encode(bytes.fromhex(span["traceId"])).decode()
+            span["traceId"] = span["traceId"].replace("==", "")  # unpadded: read too
+        again = json.loads(hex_ids_json(request_for(fourteen_tickets(), start_s=5000)))
+        again["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] = "zz" * 16
+        for body, expected in ((document, 200), (again, 400)):
+            status, raw, _ = post(service.bound.http, json.dumps(body).encode(), "application/json")
+            assert status == expected
+        assert json.loads(raw)["message"] == (
+            f"resourceSpans[0].scopeSpans[0].spans[0].traceId: not a hex or base64 id: '{'z' * 32}'"
+        )
+        settle(service)
+        assert value(service.registry, "loopwatch_turns_total") == 1  # the first, once
+        assert value(service.registry, "loopwatch_repeat_calls_total") == 13
+
+
+def test_otlp_json_with_nulls_is_read_with_the_same_numbers() -> None:
+    """A request with ``null`` fields (valid OTLP/JSON: as if absent) gives the numbers the
+    same request without them gives."""
+    request = request_for(fourteen_tickets())
+    document = json.loads(hex_ids_json(request))
+    first = document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    first["status"] = None
+    first["flags"] = None
+    first["events"] = None
+    with running(Config(grace_seconds=0.0)) as service:
+        assert service.bound is not None
+        status, _, _ = post(service.bound.http, json.dumps(document).encode(), "application/json")
+        assert status == 200
         settle(service)
         assert value(service.registry, "loopwatch_turns_total") == 1
         assert value(service.registry, "loopwatch_repeat_calls_total") == 13
-        for span in spans:
-            span["traceId"] = base64.b64encode(bytes.fromhex(span["traceId"])).decode()
-        status, raw, _ = post(service.bound.http, json.dumps(document).encode(), "application/json")
-        assert status == 400
-        assert "not a hex id" in json.loads(raw)["message"]
-        spans[0]["traceId"] = "zz" * 16
-        status, raw, _ = post(service.bound.http, json.dumps(document).encode(), "application/json")
-        assert status == 400
-        assert "spans[0].traceId: not a hex id: 'zzzz" in json.loads(raw)["message"]
-        assert value(service.registry, "loopwatch_turns_total") == 1
-
-
-def test_otlp_json_the_structs_leave_is_read_and_said_once(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """A request with a ``null`` (valid OTLP/JSON, not a form the structs take) is read by
-    protobuf's JSON parser with the same numbers, and the service says once, at INFO, that such
-    requests are read more slowly."""
-    from loopwatch.service import http_server
-
-    request = request_for(fourteen_tickets())
-    document = json.loads(hex_ids_json(request))
-    document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["status"] = None
-    body = json.dumps(document).encode()
-    second = json.loads(hex_ids_json(request_for(fourteen_tickets(), start_s=5000)))
-    second["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["flags"] = None
-    caplog.set_level(logging.INFO, logger="loopwatch.service")
-    http_server._general_json_said = False
-    with running(Config(grace_seconds=0.0)) as service:
-        assert service.bound is not None
-        for each in (body, json.dumps(second).encode()):
-            status, _, _ = post(service.bound.http, each, "application/json")
-            assert status == 200
-        settle(service)
-        assert value(service.registry, "loopwatch_turns_total") == 2
-        assert value(service.registry, "loopwatch_repeat_calls_total") == 26
-    said = [r for r in caplog.records if "protobuf's JSON parser" in r.getMessage()]
-    assert len(said) == 1 and said[0].levelno == logging.INFO

@@ -92,7 +92,8 @@ def test_exporter_span_survives_the_wire_unchanged() -> None:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from loopwatch.processor import span_view
-    from loopwatch.service.otlp import parse_json, parse_protobuf, span_views
+    from loopwatch.service.otlp import parse_protobuf, span_views
+    from loopwatch.service.otlp_json import decode
 
     p = Pipeline(CONFIG)
     memory = InMemorySpanExporter()
@@ -103,5 +104,5 @@ def test_exporter_span_survives_the_wire_unchanged() -> None:
     request = encode_spans(spans)
     local = [span_view(s) for s in spans]
     assert span_views(parse_protobuf(request.SerializeToString())).spans == local
-    assert span_views(parse_json(hex_ids_json(request))).spans == local
+    assert decode(hex_ids_json(request)).spans == local
     p.close()

@@ -355,7 +355,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         )
         abandoned.end(end_time=time.time_ns())  # its root arrives after eviction: a late span
 
-        # the two incidents of design.md
+        # the two incidents: fourteen timed-out tickets, eleven empty searches
         incidents_at = time.time()
         t = emit_turn(tracer, fourteen_tickets(), time.time_ns())
         emit_turn(tracer, eleven_empty_searches(), t)

@@ -1,4 +1,5 @@
-"""Which spans form which turn (design.md "turn"), on hand-built traces."""
+"""Which spans form which turn (the outermost agent spans holding tool calls, else the local
+root), on hand-built traces."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.core.records import Link, LlmMark, ToolCall, TurnMark
 from loopwatch.core.spans import SpanView
-from loopwatch.service.otlp import parse_json, span_views
+from loopwatch.service.otlp_json import decode
 from tests.serve_process import ServeProcess
 from tests.service_support import get, post
 from tests.test_read_keys import Recording
@@ -183,7 +183,7 @@ def test_six_parallel_tickets_for_six_orders_are_no_loop(recording: str, config:
 
 def views(recording: str) -> Iterator[SpanView]:
     for body in requests(recording):
-        yield from span_views(parse_json(body)).spans
+        yield from decode(body).spans
 
 
 @pytest.mark.parametrize("recording", RECORDINGS)
@@ -214,7 +214,7 @@ def test_each_span_is_read(recording: str) -> None:
 
 
 def _tool_calls(recording: str, turn: int) -> list[ToolCall]:
-    spans = span_views(parse_json(requests(recording)[turn])).spans
+    spans = decode(requests(recording)[turn]).spans
     return [r for r in (read_span(v, DECLARED) for v in spans) if isinstance(r, ToolCall)]
 
 

@@ -2,7 +2,7 @@
 
 ``LoopwatchMetrics`` registers its families from here, the exposition's size bound is computed
 from here, the dashboards and alert rules take their metric names from here, and the README's
-metrics tables are generated from here (``python -m mixin.metrics_doc``). A name is written as
+metrics tables are generated from here (``python -m docs_gen.metrics``). A name is written as
 PromQL selects it: counters with ``_total``, the info family with ``_info``.
 """
 
@@ -37,6 +37,7 @@ HEALTH = "self-health"
 ERROR_CLASS_VALUES = (*ERROR_CLASSES, OK)
 LOOP_KINDS = (REPEAT, NO_ROWS, SAME_RESULT, FAILING)
 DECISION_VALUES = (*sorted(GUARD_DECISIONS), OTHER)  # an unknown decision is read as other
+TOKEN_TYPES = ("input", "output", "unsplit")
 
 
 @dataclass(frozen=True, eq=False)
@@ -173,6 +174,22 @@ OVER_CAP_SECONDS = Metric(
     (*TURN_LABELS, "tool"),
     section=PER_TURN,
 )
+LOOP_TOKENS = Metric(
+    "loopwatch_loop_tokens_total",
+    "counter",
+    "Tokens of the model calls that asked for a loop's extra attempts (the calls past the "
+    "first of a looping key's run or of a looping streak): each such model call once per "
+    "turn, the one that started last before the attempt, by token type (input, output; "
+    "unsplit: a total reported alone).",
+    (*TURN_LABELS, "tool", "error_class", "kind", "token_type"),
+    values={"error_class": ERROR_CLASS_VALUES, "kind": LOOP_KINDS, "token_type": TOKEN_TYPES},
+    section=PER_TURN,
+    note="Read from gen_ai.usage.input_tokens/output_tokens (GenAI), llm.token_count.prompt/"
+    "completion, else .total (OpenInference), gen_ai.usage.prompt_tokens/completion_tokens, "
+    "else llm.usage.total_tokens (OpenLLMetry). A model call asking for extra attempts of "
+    "several loops counts under the first of them; one that reports no usage counts 0. The "
+    "first attempt of a loop is not counted, nor is a turn without a loop.",
+)
 GUARD_DECISIONS_TOTAL = Metric(
     "loopwatch_guard_decisions_total",
     "counter",
@@ -180,7 +197,8 @@ GUARD_DECISIONS_TOTAL = Metric(
     ("service", "agent", "tool", "decision"),
     values={"decision": DECISION_VALUES},
     section=PER_TURN,
-    note="No model label.",
+    note="No model label. One exception ran: store_unchecked, a call let through unchecked "
+    "(its guard store unreachable, on_store_error=allow), also counted as an attempt.",
 )
 MODEL_FIRST_SEEN = Metric(
     "loopwatch_model_first_seen_timestamp_seconds",
@@ -302,6 +320,7 @@ _COUNTED = (
     TOOL_CALLS,
     REPEAT_CALLS,
     OVER_CAP_SECONDS,
+    LOOP_TOKENS,
     GUARD_DECISIONS_TOTAL,
     MODEL_FIRST_SEEN,
     TOOL_VERSION_FIRST_SEEN,

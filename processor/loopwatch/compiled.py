@@ -62,13 +62,11 @@ def running_compiled() -> bool:
 
 def compiled_installed() -> bool:
     """True when the installation holds a compiled build (used or not)."""
-    import loopwatch
-
+    # this module is never compiled: its own file is in the package's folder
     parts = _SENTINEL.split(".")[1:]
+    root = Path(__file__).parent
     return any(
-        Path(root, *parts[:-1], parts[-1] + suffix).is_file()
-        for root in loopwatch.__path__
-        for suffix in EXTENSION_SUFFIXES
+        Path(root, *parts[:-1], parts[-1] + suffix).is_file() for suffix in EXTENSION_SUFFIXES
     )
 
 

@@ -7,16 +7,11 @@ exposition)."""
 
 from __future__ import annotations
 
-import logging
-import os
 import threading
 import time
 from bisect import bisect_left
 from collections.abc import Callable
-from importlib import metadata
 
-from prometheus_client import Counter
-from prometheus_client import metrics as client_metrics
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -28,61 +23,11 @@ from prometheus_client.samples import Exemplar, Sample
 from prometheus_client.utils import INF, floatToGoString
 
 from loopwatch import catalog
+from loopwatch.sdk_fields import created_lines
 
 # a histogram's last exemplar of one bucket: trace id (hex), observed value, clock time
 ExemplarRow = tuple[str, float, float]
 Labels = tuple[str, ...]
-
-
-log = logging.getLogger("loopwatch")
-
-# The client keeps the switch for _created lines in a private module global, with setters but no
-# public getter: read where it is a bool, else (renamed in some release) learned from what a
-# counter of the client's writes, with one warning.
-_SWITCH = "_use_created"
-_fallback_lock = threading.Lock()
-_warned = False
-_probe: Counter | None = None
-
-
-def created_lines() -> bool:
-    """Whether prometheus_client writes ``_created`` lines (its ``disable_created_metrics()``,
-    ``enable_created_metrics()`` and ``PROMETHEUS_DISABLE_CREATED_SERIES``), so these families
-    follow the client's own counters. Never raises: a scrape of the registry must not fail."""
-    switch = getattr(client_metrics, _SWITCH, None)
-    if type(switch) is bool:
-        return switch
-    return _created_by_probe()
-
-
-def _created_by_probe() -> bool:
-    """The switch as an unregistered counter of the client's shows it; failing that, as the
-    client's documented environment variable sets it at start."""
-    global _warned, _probe
-    with _fallback_lock:
-        if not _warned:
-            _warned = True
-            log.warning(
-                "loopwatch: prometheus_client %s has no bool %s; whether to write _created "
-                "lines is read from a probe counter instead (same exposition)",
-                _client_version(),
-                _SWITCH,
-            )
-        try:
-            if _probe is None:
-                _probe = Counter("loopwatch_created_probe", "Probe.", registry=None)
-            samples = [s for metric in _probe.collect() for s in metric.samples]
-            return any(s.name.endswith("_created") for s in samples)
-        except Exception:
-            setting = os.environ.get("PROMETHEUS_DISABLE_CREATED_SERIES", "False")
-            return setting.lower() not in ("true", "1", "t")
-
-
-def _client_version() -> str:
-    try:
-        return metadata.version("prometheus-client")
-    except Exception:
-        return "(version unknown)"
 
 
 class Series:

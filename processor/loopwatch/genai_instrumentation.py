@@ -44,10 +44,12 @@ import os
 from importlib import metadata
 from typing import Any
 
+from loopwatch.mcp_tracing import instrument_mcp
+from loopwatch.tracing import CAPTURE_CONTENT_VARIABLE
+
 log = logging.getLogger("loopwatch")
 
 OPT_OUT_VARIABLE = "LOOPWATCH_INSTRUMENT_FRAMEWORKS"
-CAPTURE_CONTENT_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _CAPTURE_ON_SPANS = "SPAN_ONLY"
 _OFF = {"0", "false", "no", "off"}
 # OpenInference instrumentors register here (and under opentelemetry_instrumentor too)
@@ -221,8 +223,6 @@ def instrument_frameworks(provider: Any) -> list[str]:
     if not owner and not done:
         _warn_if_untraced()
     try:
-        from loopwatch.mcp_tracing import instrument_mcp  # it imports this module
-
         # (named "mcp" in OTEL_PYTHON_DISABLED_INSTRUMENTATIONS, as OpenLLMetry's instrumentor is)
         if "mcp" not in disabled_names() and instrument_mcp():
             done.append("mcp")

@@ -22,7 +22,7 @@ from loopwatch.version import VERSION
 
 BOUNDED_LABELS = SPAN_LABELS
 # the defaults, read on an instance (compiled, Config's class holds no field defaults)
-SERIES_LIMIT = Config().series_limit  # per family: /metrics stays under ~57 MB (exposition_bound)
+SERIES_LIMIT = Config().series_limit  # per family: /metrics stays under ~58 MB (exposition_bound)
 LABEL_CHARS = Config().label_chars  # per label value
 _HASH_CHARS = 8
 
@@ -104,6 +104,7 @@ class LoopwatchMetrics:
         self.tool_calls = f[catalog.TOOL_CALLS.name]
         self.repeat_calls = f[catalog.REPEAT_CALLS.name]
         self.over_cap_seconds = f[catalog.OVER_CAP_SECONDS.name]
+        self.loop_tokens = f[catalog.LOOP_TOKENS.name]
         self.guard_decisions = f[catalog.GUARD_DECISIONS_TOTAL.name]
         self.model_first_seen = f[catalog.MODEL_FIRST_SEEN.name]
         self.tool_version_first_seen = f[catalog.TOOL_VERSION_FIRST_SEEN.name]
@@ -200,6 +201,13 @@ class LoopwatchMetrics:
             self.loops.inc((*turn_tool, error_class, kind))
         if t.over_cap_seconds:
             self.over_cap_seconds.inc(turn_tool, t.over_cap_seconds)
+        for error_class, kind, _, input_tokens, output_tokens, unsplit in t.loop_tokens:
+            cell = (*turn_tool, error_class, kind)
+            # every token type of a charged loop, 0 included: "no usage reported" reads as 0
+            self.loop_tokens.inc((*cell, "input"), input_tokens)
+            self.loop_tokens.inc((*cell, "output"), output_tokens)
+            if unsplit:
+                self.loop_tokens.inc((*cell, "unsplit"), unsplit)
         if t.calls_without_arguments:
             self.calls_without_arguments.inc((service, tool), t.calls_without_arguments)
         if t.calls_keyed_by_inference:

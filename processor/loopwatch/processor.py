@@ -17,12 +17,13 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, Final
 
+from mypy_extensions import mypyc_attr
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from prometheus_client import CollectorRegistry
 
-from loopwatch.conventions.read import is_turn_span, may_be_genai, may_be_turn, read_span
+from loopwatch.conventions.read import is_turn_span, may_be_genai, read_span
 from loopwatch.core.assembler import DROP_ERROR, DROP_QUEUE_FULL, TurnAssembler
 from loopwatch.core.config import Config, load_config
 from loopwatch.core.records import KIND_OTHER, Link, Record, kind_of
@@ -34,53 +35,78 @@ from loopwatch.sdk_fields import (
     StartFields,
     direct,
     end_fields,
+    kept_start,
     read_start,
+    resource_field,
     span_reader,
     start_fields,
+    start_may_be_turn,
+    start_trace,
     view_fields,
 )
 from loopwatch.sdk_spans import service_of
 
-
-def _as_is(**_: object) -> Any:
-    return _same
-
-
-def _same(cls: Any) -> Any:
-    return cls
-
-
-# mypyc reads the decorator when it compiles and leaves it out of the compiled module; an
-# installation need not have mypy_extensions
-try:
-    from mypy_extensions import mypyc_attr
-except ImportError:
-    mypyc_attr = _as_is  # type: ignore[assignment]
-
-
 log = logging.getLogger("loopwatch")
 
-# The worker wakes once a second, or as soon as the queue holds a batch: each wake starts on
-# caches the agent has since filled (with them flushed between batches, a span cost 1.15x as
-# much in batches of 100 spans, what a 0.1 s wake gives at 1,000 spans/s, as in batches of 500
-# or more). A batch is 512 queued items: 512 plain spans (their starts are not queued), where
-# BatchSpanProcessor wakes too, or about 256 spans of an agent's turns (starts and ends). A span
-# held longer outlives the garbage collector's young generations, and each one moved to the
-# oldest costs a share of a full collection (woken at 2,048 spans, loopwatch added 1.4x the
-# process CPU to a plain web span; at 1,024, 2% more young collections than at 512).
+# The worker wakes once a second, or as soon as the queue holds a batch: few wakes, each on
+# caches the agent has since filled, yet no span held long enough to reach the garbage
+# collector's older generations (sizes measured: benchmarks/README.md, "The worker's wake").
 _POLL_SECONDS = 1.0
-_BATCH: Final = 512  # queued starts and ends
+_BATCH: Final = 512  # queued starts and ends: 512 plain spans, or about 256 spans of turns
 # The worker reads a chunk of the queue into records, then hands them to the assembler, then
-# publishes the turns they completed: each stage over many spans at once, with its code warm in
-# the CPU's caches (done span by span, the same work cost 1.4x as much, measured with
-# bench_cost.py worker). A chunk is small enough for its stages to run within one GIL
-# switch interval (5 ms) most of the time, so an agent thread taking the GIL between them does
-# not leave the next stage cold: with 1,024 the worker cost 1.9x as much a span in an agent at
-# 1,000 spans/s, and the agent kept 0.78 of its work at 5,000 spans/s rather than 0.84.
+# publishes the turns they completed: each stage runs over many spans with its code warm, and a
+# chunk's stages fit in one GIL switch interval (5 ms) most of the time.
 _CHUNK: Final = 256
 _SWEEP_SECONDS = 1.0
 TURN_TRACES: Final = 65_536  # traces on_start follows (see _turn_traces), 5.5 MB at most
-Plain = tuple[int, int, int | None, Resource | None, ReadableSpan]
+
+
+# The worker's queue holds three kinds of item, each told by its class: a finished span as
+# on_end got it (ReadableSpan), a started span's fields (StartFields) and a started span of
+# any other class (SpanStart). Reading a chunk of the queue turns each finished span into an
+# EndRecord or a PlainEnd, which the assembler takes in queue order with the starts.
+class SpanStart:
+    """A started span of a class other than the one on_start reads into StartFields."""
+
+    __slots__ = ("span",)
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+
+
+class EndRecord:
+    """A finished span with a GenAI marker, read into its record."""
+
+    __slots__ = ("record", "service", "trace_id")
+
+    def __init__(self, trace_id: int, service: str, record: Record) -> None:
+        self.trace_id = trace_id
+        self.service = service
+        self.record = record
+
+
+class PlainEnd:
+    """A finished span without a GenAI marker: only its place in its trace matters."""
+
+    __slots__ = ("parent_id", "resource", "span", "span_id", "trace_id")
+
+    def __init__(
+        self,
+        trace_id: int,
+        span_id: int,
+        parent_id: int | None,
+        resource: Resource | None,
+        span: ReadableSpan,
+    ) -> None:
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.parent_id = parent_id
+        self.resource = resource  # None when not read yet
+        self.span = span
+
+
+Queued = ReadableSpan | StartFields | SpanStart
+Read = EndRecord | PlainEnd | StartFields | SpanStart
 
 
 def span_view(span: ReadableSpan, service: str | None = None) -> SpanView:
@@ -88,14 +114,6 @@ def span_view(span: ReadableSpan, service: str | None = None) -> SpanView:
     read = span_reader()
     *_, attributes, resource = read.end(span)
     return read.view(span, attributes, service_of(resource) if service is None else service)
-
-
-def _may_be_turn(name: Any, attributes: Any) -> bool:
-    """may_be_turn on an SDK Span's start fields; True for what only the worker reads."""
-    inner = getattr(attributes, "_dict", None)
-    if type(name) is not str or type(inner) is not dict:
-        return True
-    return may_be_turn(name, inner)
 
 
 # public: applications and tests subclass it in Python
@@ -140,14 +158,12 @@ class LoopwatchSpanProcessor(SpanProcessor):
         self._fields = read is FAST
         # the class whose starts on_start reads into StartFields, where the field reader is
         # used: the first started span's, the SDK's in an agent (an identity test per start,
-        # not a lookup); any other class's start is queued as a 1-tuple of the span
+        # not a lookup); any other class's start is queued as a SpanStart
         self._start_class: type | None = None
         self._end_class: type | None = None  # the same for ends (_ended)
-        self._queue: deque[ReadableSpan | tuple[Span] | StartFields] = deque()
+        self._queue: deque[Queued] = deque()
         # bound once: compiled, queue.append looks the method up at every call
-        self._append: Callable[[ReadableSpan | tuple[Span] | StartFields], None] = (
-            self._queue.append
-        )
+        self._append: Callable[[Queued], None] = self._queue.append
         # Ids of the traces in which a span that may be a turn span has started, until the
         # worker takes their local root's end: on_start queues every start in them, and in no
         # other trace (the worker would only test such a start, as on_start just did; a plain
@@ -157,7 +173,8 @@ class LoopwatchSpanProcessor(SpanProcessor):
         # drops those the assembler no longer holds (roots that never end, or whose end was
         # dropped, are evicted there) and adds those it holds with a turn span started while
         # every start was queued. At max_turn_traces on_start queues every start, until the
-        # worker finds the set below its bound again.
+        # worker finds the set below its bound again. (The assembler's open traces cannot serve:
+        # they are the worker's, and a trace is followed before the worker has taken its start.)
         self._turn_traces: dict[int, None] = {}
         self._trace_bound = max_turn_traces
         self._every_start = False
@@ -198,27 +215,22 @@ class LoopwatchSpanProcessor(SpanProcessor):
             cls = type(span)
             if self._start_class is None and self._fields and direct(cls):
                 self._start_class = cls  # learned at the first start: the SDK's span class
-            start: tuple[Span] | StartFields
+            start: StartFields | SpanStart
             follow: int | None = None
             if cls is self._start_class:
-                # its fields, not the span: on_end gets a new ReadableSpan, so a started Span
-                # held here outlives its end until the worker runs, and the garbage collector
-                # meets it (with every start held so, a plain web span brought on 1.2x the
-                # young collections that BatchSpanProcessor does)
+                # its fields, not the span: a started Span held until the worker runs outlives
+                # its end, and the garbage collector meets it
                 try:
-                    ctx = span._context
-                    name = getattr(span, "_name")  # noqa: B009 (untyped: see sdk_fields)
-                    attributes = span._attributes
-                    trace_id = ctx[0]  # type: ignore[index]  # None: caught below
+                    start = kept_start(span)
+                    trace_id = start_trace(start)
                     if not self._every_start and trace_id not in self._turn_traces:
-                        if not _may_be_turn(name, attributes):
+                        if not start_may_be_turn(start):
                             return  # in a trace without turn spans so far: it tells nothing
                         follow = trace_id
-                    start = (ctx, span._parent, name, attributes)
                 except Exception:  # a subclass that lacks a field, or an odd one
-                    start = (span,)
+                    start = SpanStart(span)
             else:
-                start = (span,)
+                start = SpanStart(span)
             self._append(start)
             if follow is not None:
                 # after the append: a trace the worker finds followed has its start queued
@@ -364,13 +376,13 @@ class LoopwatchSpanProcessor(SpanProcessor):
     def _show_every_start(self) -> None:
         self._safe(self._gauges.show_all_starts, self._every_start)
 
-    def _started(self, item: tuple[Span] | StartFields) -> None:
-        if len(item) == 4:
+    def _started(self, item: StartFields | SpanStart) -> None:
+        if isinstance(item, StartFields):
             trace_id, span_id, parent_id, name, attributes = start_fields(item)
         elif self._fields:
-            trace_id, span_id, parent_id, name, attributes = read_start(item[0])
+            trace_id, span_id, parent_id, name, attributes = read_start(item.span)
         else:
-            trace_id, span_id, parent_id, name, attributes = self._span_start(item[0])
+            trace_id, span_id, parent_id, name, attributes = self._span_start(item.span)
         if not (trace_id or span_id):
             return  # not a span of a trace
         # inside a turn already: whether it is a turn span itself does not matter (most starts);
@@ -386,43 +398,43 @@ class LoopwatchSpanProcessor(SpanProcessor):
             last = self._resource = (resource, service_of(resource))
         return last[1]
 
-    def _ended(self, span: ReadableSpan) -> tuple[int, str, Record] | Plain:
-        """One finished span as ``(trace id, service, record)``; a plain span (no GenAI marker)
-        as ``(trace id, span id, parent id, resource, span)``, for _plain to place in its
-        trace (its resource None when not read yet)."""
+    def _ended(self, span: ReadableSpan) -> EndRecord | PlainEnd:
+        """One finished span, read in two steps, each followed by the conventions: its ids,
+        name and attributes, which tell a GenAI span from a plain one; then, for a GenAI span
+        only, the whole span, read into its record."""
         cls = type(span)
-        if cls is self._end_class:
-            # the SDK's class, checked once: its fields read with no test, and a plain span's
-            # resource only when _plain needs it (most need nothing)
+        # the SDK's class, checked once, is read with no test per span, and its resource only
+        # when needed (most plain spans need nothing); any other class, or the public API,
+        # through the reader, which checks each span
+        known = cls is self._end_class
+        resource: Resource | None
+        if known:
             trace_id, span_id, parent_id, name, attributes = end_fields(span)
-            if not may_be_genai(name, attributes):
-                return trace_id, span_id, parent_id, None, span
-            service = self._service_of(span._resource)
-            view = view_fields(span, attributes, service)
-        else:  # any other class, or the public API (sdk_fields): each span checked and read
+            resource = None
+        else:
             if self._end_class is None and self._fields and direct(cls):
                 self._end_class = cls  # learned at the first end: the SDK's ReadableSpan
             trace_id, span_id, parent_id, name, attributes, resource = self._span_end(span)
-            if not may_be_genai(name, attributes):
-                return trace_id, span_id, parent_id, resource, span
-            service = self._service_of(resource)
+        if not may_be_genai(name, attributes):
+            return PlainEnd(trace_id, span_id, parent_id, resource, span)
+        if known:
+            resource = resource_field(span)
+        service = self._service_of(resource)
+        if known:
+            view = view_fields(span, attributes, service)
+        else:
             view = self._span_view(span, attributes, service)
-        return trace_id, service, read_span(view, self.config)
+        return EndRecord(trace_id, service, read_span(view, self.config))
 
-    def _plain(
-        self,
-        trace_id: int,
-        span_id: int,
-        parent_id: int | None,
-        resource: Resource | None,
-        span: ReadableSpan,
-    ) -> None:
-        """A plain span from _ended: only its place in the trace matters, and only when a kept
-        span hangs under it or it ends a trace. Most plain spans (a web app's) are neither, and
-        get no record at all."""
+    def _plain(self, item: PlainEnd) -> None:
+        """Only a plain span's place in the trace matters, and only when a kept span hangs under
+        it or it ends a trace. Most plain spans (a web app's) are neither, and get no record."""
+        trace_id, span_id, parent_id = item.trace_id, item.span_id, item.parent_id
         if self._assembler.needs_link(trace_id, span_id, parent_id):
+            span = item.span
             start, end = self._span_times(span)
             link = Link(span_id, parent_id, start, end)
+            resource = item.resource
             if resource is None:
                 resource = span.resource
             self._assembler.add(trace_id, self._service_of(resource), link)
@@ -448,18 +460,18 @@ class LoopwatchSpanProcessor(SpanProcessor):
         self._show_every_start()  # on_start may have turned it on
         self._processed += taken
 
-    def _drain_chunk(self, queue: deque[Any], counts: dict[str, int]) -> int:
+    def _drain_chunk(self, queue: deque[Queued], counts: dict[str, int]) -> int:
         """Process up to a chunk of the queue; how many items it took."""
         # 1. ends read into records (starts stay as they are, in their place)
         # (methods called on self, not bound to locals first: compiled, a bound method is a
         # Python object and each call through it a Python call; deque's popleft is the
         # other way round: bound once, each call skips looking the method up)
-        items: list[tuple[Any, ...]] = []
+        items: list[Read] = []
         taken = min(len(queue), _CHUNK)
         popleft = queue.popleft
         for _ in range(taken):
             item = popleft()
-            if type(item) is tuple:
+            if isinstance(item, (StartFields, SpanStart)):
                 items.append(item)
                 continue
             try:
@@ -471,23 +483,22 @@ class LoopwatchSpanProcessor(SpanProcessor):
         assembler = self._assembler
         turn_traces = self._turn_traces  # a local root's end lets its trace go (on_start)
         plain = 0  # counted here, not in counts: most spans of a web app are plain
-        for item in items:
+        for read in items:
             try:
-                # a start (span,) or StartFields (4), a record (3) or a plain span (5)
-                size = len(item)
-                if size == 5:
-                    if item[2] is None and turn_traces:
-                        turn_traces.pop(item[0], None)
-                    self._plain(item[0], item[1], item[2], item[3], item[4])
+                if isinstance(read, PlainEnd):
+                    if read.parent_id is None and turn_traces:
+                        turn_traces.pop(read.trace_id, None)
+                    self._plain(read)
                     plain += 1
-                elif size != 3:
-                    self._started(item)
-                else:
-                    if item[2].parent_id is None and turn_traces:
-                        turn_traces.pop(item[0], None)
-                    assembler.add(item[0], item[1], item[2])
-                    kind = kind_of(item[2])
+                elif isinstance(read, EndRecord):
+                    record = read.record
+                    if record.parent_id is None and turn_traces:
+                        turn_traces.pop(read.trace_id, None)
+                    assembler.add(read.trace_id, read.service, record)
+                    kind = kind_of(record)
                     counts[kind] = counts.get(kind, 0) + 1
+                else:
+                    self._started(read)
             except Exception:
                 log.debug("loopwatch: span not read", exc_info=True)
                 self._safe(self.sink.dropped, DROP_ERROR)

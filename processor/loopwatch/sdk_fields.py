@@ -8,6 +8,11 @@ instead (what that saves: benchmarks/README.md). They are private, so their name
 any SDK release: before the field reader is used, FIELDS (what it reads) is looked up and its
 reads compared with the public API's on real SDK spans; a mismatch means the public API
 (sdk_spans), logged once.
+
+Every other read of opentelemetry's or prometheus_client's private state is here too, each with
+a public way to fall back on and one warning when it is taken: the API's global tracer provider
+(``no_tracer_provider``), the SDK's helpers that read ``OTEL_TRACES_EXPORTER``
+(``traces_exporters``) and prometheus_client's switch for ``_created`` lines (``created_lines``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from importlib import metadata
 from operator import attrgetter
 from typing import Any, Final
 
+from opentelemetry import trace as trace_api
 from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor, TracerProvider
@@ -34,7 +40,10 @@ from opentelemetry.trace import (
     TraceFlags,
     set_span_in_context,
 )
+from prometheus_client import Counter
+from prometheus_client import metrics as client_metrics
 
+from loopwatch.conventions.read import may_be_turn
 from loopwatch.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
 from loopwatch.sdk_spans import ERROR, NO_EXTRA, OK, PUBLIC, End, SpanReader, Start, name_text
 
@@ -90,15 +99,48 @@ def direct(cls: type) -> bool:
     return bool(_DIRECT.get(cls) or _direct(cls))
 
 
-# What on_start keeps of an SDK Span read this way (its context, parent, name, attributes), in
-# place of the span: the SDK hands on_end a new ReadableSpan, and a started Span held until the
-# worker runs outlives its end.
-StartFields = tuple[Any, Any, Any, Any]
+class StartFields:
+    """What on_start keeps of an SDK Span of a class ``direct`` approved: its context, parent,
+    name and attributes, read from their fields. Kept in place of the span: the SDK hands
+    on_end a new ReadableSpan, and a started Span held until the worker runs outlives its end."""
+
+    __slots__ = ("attributes", "context", "name", "parent")
+
+    def __init__(self, context: Any, parent: Any, name: Any, attributes: Any) -> None:
+        self.context = context
+        self.parent = parent
+        self.name = name
+        self.attributes = attributes
 
 
-def start_fields(fields: StartFields) -> Start:
-    """A start as the worker reads it, from what on_start kept of an SDK Span."""
-    ctx, parent, name, attributes = fields
+def kept_start(span: ReadableSpan) -> StartFields:
+    """on_start's read of a started span, unchecked: for a class ``direct`` approved."""
+    # typed str, but the SDK stores what the caller passed: read untyped (compiled, a typed read
+    # is checked, and raises on 12345)
+    name = getattr(span, "_name")  # noqa: B009
+    return StartFields(span._context, span._parent, name, span._attributes)
+
+
+def start_trace(start: StartFields) -> int:
+    """The trace id of a kept start (a TypeError where it has no context)."""
+    # SpanContext is a tuple (trace_id, span_id, is_remote, ...): its properties index it
+    trace_id: int = start.context[0]
+    return trace_id
+
+
+def start_may_be_turn(start: StartFields) -> bool:
+    """may_be_turn on a kept start; True for what only the worker reads (an odd name, or
+    attributes that are not the SDK's mapping around a dict)."""
+    name = start.name
+    inner = getattr(start.attributes, "_dict", None)
+    if type(name) is not str or type(inner) is not dict:
+        return True
+    return may_be_turn(name, inner)
+
+
+def start_fields(start: StartFields) -> Start:
+    """A kept start as the worker reads it."""
+    ctx, parent, name, attributes = start.context, start.parent, start.name, start.attributes
     # SpanContext is a tuple (trace_id, span_id, is_remote, ...): its properties index it
     inner = getattr(attributes, "_dict", None)  # _readable, inline: once a span
     if type(inner) is not dict:
@@ -119,8 +161,7 @@ def read_start(span: ReadableSpan) -> Start:
         return PUBLIC.start(span)
     # typed str, but the SDK stores what the caller passed: read untyped (compiled, a typed read
     # is checked, and raises on 12345)
-    name = getattr(span, "_name")  # noqa: B009
-    return start_fields((span._context, span._parent, name, span._attributes))
+    return start_fields(kept_start(span))
 
 
 def read_end(span: ReadableSpan) -> End:
@@ -147,6 +188,11 @@ def end_fields(span: ReadableSpan) -> Start:
         name if type(name) is str else name_text(name),
         inner,
     )
+
+
+def resource_field(span: ReadableSpan) -> Resource | None:
+    """The span's resource, unchecked: for a span of a class ``direct`` approved."""
+    return span._resource
 
 
 def read_times(span: ReadableSpan) -> tuple[int, int]:
@@ -327,7 +373,110 @@ def use_public_api(on: bool) -> None:
 
 
 def _sdk_version() -> str:
+    return _version("opentelemetry-sdk")
+
+
+def _version(distribution: str) -> str:
     try:
-        return metadata.version("opentelemetry-sdk")
+        return metadata.version(distribution)
     except Exception:
         return "(version unknown)"
+
+
+# -- other libraries' private state, each read where it is as expected, else the public way ----
+
+# The client keeps the switch for _created lines in a private module global, with setters but no
+# public getter: read where it is a bool, else (renamed in some release) learned from what a
+# counter of the client's writes, with one warning.
+_SWITCH = "_use_created"
+_fallback_lock = threading.Lock()
+_warned = False
+_created_probe: Counter | None = None
+
+
+def created_lines() -> bool:
+    """Whether prometheus_client writes ``_created`` lines (its ``disable_created_metrics()``,
+    ``enable_created_metrics()`` and ``PROMETHEUS_DISABLE_CREATED_SERIES``), so these families
+    follow the client's own counters. Never raises: a scrape of the registry must not fail."""
+    switch = getattr(client_metrics, _SWITCH, None)
+    if type(switch) is bool:
+        return switch
+    return _created_by_probe()
+
+
+def _created_by_probe() -> bool:
+    """The switch as an unregistered counter of the client's shows it; failing that, as the
+    client's documented environment variable sets it at start."""
+    global _warned, _created_probe
+    with _fallback_lock:
+        if not _warned:
+            _warned = True
+            log.warning(
+                "loopwatch: prometheus_client %s has no bool %s; whether to write _created "
+                "lines is read from a probe counter instead (same exposition)",
+                _client_version(),
+                _SWITCH,
+            )
+        try:
+            if _created_probe is None:
+                _created_probe = Counter("loopwatch_created_probe", "Probe.", registry=None)
+            samples = [s for metric in _created_probe.collect() for s in metric.samples]
+            return any(s.name.endswith("_created") for s in samples)
+        except Exception:
+            setting = os.environ.get("PROMETHEUS_DISABLE_CREATED_SERIES", "False")
+            return setting.lower() not in ("true", "1", "t")
+
+
+def _client_version() -> str:
+    return _version("prometheus-client")
+
+
+# While no global provider is set, get_tracer_provider() looks up OTEL_PYTHON_TRACER_PROVIDER
+# on every call, and the miss costs more than the rest of an untraced call: the API's private
+# global is read first (where a release lacks it, the lookup runs, with one warning).
+_PROVIDER_GLOBAL = "_TRACER_PROVIDER"
+_UNKNOWN: Final = object()
+_PROVIDER_FROM_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+_provider_warned = False
+
+
+def no_tracer_provider() -> bool:
+    """True when no global tracer provider is set (read from the API's global); False when one
+    is, or when that cannot be told without get_tracer_provider()."""
+    global _provider_warned
+    provider = getattr(trace_api, _PROVIDER_GLOBAL, _UNKNOWN)
+    if provider is None:
+        return not _PROVIDER_FROM_ENVIRONMENT
+    if provider is _UNKNOWN and not _provider_warned:
+        _provider_warned = True
+        log.warning(
+            "loopwatch: opentelemetry-api %s has no %s; an untraced @loopwatch.tool call looks "
+            "the tracer provider up instead (same spans, more CPU)",
+            _version("opentelemetry-api"),
+            _PROVIDER_GLOBAL,
+        )
+    return False
+
+
+def traces_exporters() -> dict[str, Any]:
+    """The span exporter classes ``OTEL_TRACES_EXPORTER`` names, by name, or the error that kept
+    each from loading: from the SDK's private helpers that ``opentelemetry-instrument``
+    configures the SDK with (the same names mean the same exporters). Where a release lacks
+    them, none, with one warning."""
+    try:
+        from opentelemetry.sdk._configuration import _get_exporter_names, _import_exporters
+    except ImportError as e:
+        log.warning(
+            "loopwatch: opentelemetry-sdk %s lacks the helpers that read OTEL_TRACES_EXPORTER "
+            "(%s); no exporter is set up from it",
+            _sdk_version(),
+            e,
+        )
+        return {}
+    found: dict[str, Any] = {}
+    for name in _get_exporter_names("traces"):
+        try:
+            found.update(_import_exporters([name], [], [])[0])
+        except Exception as e:
+            found[name] = e
+    return found

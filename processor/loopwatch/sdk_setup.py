@@ -10,6 +10,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
+from loopwatch.sdk_fields import traces_exporters
+
 log = logging.getLogger("loopwatch")
 
 # exporter entry point -> the package that provides it, for the warning when it is missing
@@ -23,15 +25,14 @@ _EXPORTER_PACKAGES = {
 def _exporters() -> dict[str, Any]:
     """The span exporters ``OTEL_TRACES_EXPORTER`` asks for (unset: none), each made on its
     own so a missing package or a bad setting costs only its own exporter."""
-    # private helpers, but the ones opentelemetry-instrument configures the SDK with: the same
-    # names ("otlp" -> grpc or http by OTEL_EXPORTER_OTLP_PROTOCOL) mean the same exporters
-    from opentelemetry.sdk._configuration import _get_exporter_names, _import_exporters
-
+    # the names opentelemetry-instrument reads ("otlp" -> grpc or http by
+    # OTEL_EXPORTER_OTLP_PROTOCOL) mean the same exporters
     found: dict[str, Any] = {}
-    for name in _get_exporter_names("traces"):
+    for name, cls in traces_exporters().items():
         try:
-            for exporter_name, cls in _import_exporters([name], [], [])[0].items():
-                found[exporter_name] = cls()
+            if isinstance(cls, Exception):
+                raise cls
+            found[name] = cls()
         except Exception as e:
             package = _EXPORTER_PACKAGES.get(name)
             hint = f" (pip install {package})" if package else ""

@@ -25,24 +25,22 @@ from opentelemetry import context, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from loopwatch.core import declarations
-from loopwatch.genai_instrumentation import CAPTURE_CONTENT_VARIABLE
+from loopwatch.sdk_fields import no_tracer_provider
 from loopwatch.version import VERSION
 
 log = logging.getLogger("loopwatch")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# Whether GenAI content (tool arguments, results, messages) goes on spans: read here for
+# loopwatch's own spans, defaulted by genai_instrumentation for the instrumentors it switches on.
+CAPTURE_CONTENT_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 # Values that keep content off spans: the old boolean form and the util-genai modes that put
 # none on spans (EVENT_ONLY writes log events only).
 _NO_CONTENT_ON_SPANS = frozenset({"false", "0", "no", "off", "no_content", "event_only"})
 
 _NO_SDK = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 _cached: tuple[object, trace.Tracer] | None = None
-# While no global provider is set, get_tracer_provider() looks up OTEL_PYTHON_TRACER_PROVIDER
-# on every call, and the miss costs more than the rest of an untraced call; the API's global
-# is read first (a later API without it only makes this path slower).
-_UNKNOWN = object()
-_PROVIDER_FROM_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 
 
 def capture_content() -> bool:
@@ -55,7 +53,7 @@ def current_tracer() -> trace.Tracer | None:
     """The global provider's loopwatch tracer; None while no SDK provider is set."""
     global _cached
     try:
-        if getattr(trace, "_TRACER_PROVIDER", _UNKNOWN) is None and not _PROVIDER_FROM_ENVIRONMENT:
+        if no_tracer_provider():  # cheaper than get_tracer_provider() while none is set
             return None
         provider = trace.get_tracer_provider()
         if isinstance(provider, _NO_SDK):

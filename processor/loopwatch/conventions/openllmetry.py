@@ -1,8 +1,8 @@
 """OpenLLMetry / Traceloop: ``traceloop.span.kind`` and ``traceloop.entity.*``; its model-call
 spans carry the GenAI conventions' ``gen_ai.input.messages`` / ``gen_ai.output.messages``.
 
-Read from traceloop/openllmetry 0.62 source (shared reference, span-conventions.md) and its
-openai and anthropic instrumentations' spans."""
+Read from traceloop/openllmetry 0.62 source and its openai and anthropic instrumentations'
+spans."""
 
 from __future__ import annotations
 

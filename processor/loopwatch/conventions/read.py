@@ -3,7 +3,7 @@
 Each emitter family is a module behind one interface (conventions.emitter): GenAI (with ADK's
 and Strands' fields), OpenInference, OpenLLMetry and Logfire. read_span chooses the emitter once,
 from the first marker attribute set or else the span's name, and reads every field from that
-emitter's attributes first, then from the other families' in span-conventions.md's order (two
+emitter's attributes first, then from the other families' in EMITTERS' order (two
 instrumentation layers can write one span). Below the emitters sit the generic rules: errors from
 status, ``error.type``, exception events and texts (conventions.error_texts), aggregate spans and
 wrapped results (conventions.results), payload decoding (conventions.payloads), and the record of
@@ -46,6 +46,7 @@ from loopwatch.conventions.family import ANY
 from loopwatch.conventions.messages import conversation
 from loopwatch.conventions.payloads import decode_arguments
 from loopwatch.conventions.tool_definitions import tool_versions
+from loopwatch.conventions.usage import token_usage
 from loopwatch.core.config import Config
 from loopwatch.core.records import (
     GUARD_ATTRIBUTE,
@@ -115,13 +116,16 @@ _TURN_MARKERS: Final = _turn_markers()
 # converts an OTLP span (each attribute costs a microsecond there). Never list one read above;
 # tests/test_read_keys.py checks every convention test's span against this list.
 UNREAD_PREFIXES = (
-    "llm.token_count.",
+    # (the token counts of conventions.usage are read: only the details around them are not)
+    "llm.token_count.prompt_details",
+    "llm.token_count.completion_details",
     "llm.invocation_parameters",
-    "llm.usage.",
+    "llm.usage.cache",
     "llm.request.functions.",
     "llm.is_streaming",
     "gen_ai.prompt.",
-    "gen_ai.usage.",
+    "gen_ai.usage.cache",
+    "gen_ai.usage.reasoning",
     "gen_ai.response.id",
     "gen_ai.response.finish_reasons",
     "gen_ai.openai.",
@@ -181,8 +185,8 @@ def may_be_turn(name: str, attributes: dict[str, Any]) -> bool:
 
 
 # The keys of _MARKER_KEYS and of _TURN_MARKERS spelled out: compiled, each test is one C
-# lookup, where a loop over the keys costs twice the instructions (most spans of a web app take
-# every test). tests/test_read_keys.py checks that each key is here.
+# lookup, cheaper than a loop over the keys (most spans of a web app take every test).
+# tests/test_read_keys.py checks that each key is here.
 def _has_marker_key(attributes: dict[str, Any]) -> bool:
     return (
         _has_turn_key(attributes)
@@ -205,7 +209,7 @@ def _has_turn_key(attributes: dict[str, Any]) -> bool:
 @dataclass(frozen=True)
 class _Reading:
     """Where read_span reads each field of a span its emitter wrote: that emitter's attributes
-    first, then the other families' in span-conventions.md's order."""
+    first, then the other families' in EMITTERS' order."""
 
     emitter: Emitter
     tool_name: tuple[str, ...]
@@ -356,6 +360,7 @@ def read_span(span: SpanView, config: Config) -> Record:
             first_text(attrs, reading.agent) or reading.emitter.turn_agent(span),  # agent
             first_text(attrs, reading.model),  # model
         )
+    input_tokens, output_tokens, unsplit_tokens = token_usage(attrs)
     return LlmMark(
         span.span_id,
         span.parent_id,
@@ -364,6 +369,9 @@ def read_span(span: SpanView, config: Config) -> Record:
         first_text(attrs, reading.model),  # model
         tool_versions(attrs),  # tool_versions
         _messages(span, config, reading),
+        input_tokens,
+        output_tokens,
+        unsplit_tokens,
     )
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from loopwatch.core.config import Config
-from loopwatch.core.conversations import Conversations, Ready
+from loopwatch.core.conversations import Conversations, Held, Ready
 from loopwatch.core.loop_log import log_loops
 from loopwatch.core.records import (
     RESULT_WITHOUT_CALL,
@@ -397,7 +397,7 @@ class TurnAssembler:
                     continue
                 if emitted_before:
                     continue  # (allow_empty was only for the model calls' turns)
-            if self._stood_for(trace.service, group):
+            if self._stood_for(trace_id, trace.service, group, evicted is None):
                 handed = True
                 continue
             if group.calls and needs_completing(group):
@@ -408,17 +408,30 @@ class TurnAssembler:
             self._ready.append((trace_id, trace.service, group))
         return handed
 
-    def _stood_for(self, service: str, group: TurnGroup) -> bool:
+    def _stood_for(self, trace_id: int, service: str, group: TurnGroup, may_wait: bool) -> bool:
         """A lone tool call (no turn span, no model call: a trace of its own, as in a
-        hand-rolled loop) that an open conversation asked for: counted there, with its result,
-        not as a turn of its own."""
-        return (
-            len(group.calls) == 1
-            and group.turn is None
-            and not group.llms
-            and len(self._conversations) > 0
-            and self._conversations.claim(service, group.calls[0].tool)
-        )
+        hand-rolled loop) that an open conversation asked for: counted there, its outcome
+        deciding the call's, not as a turn of its own. One no open conversation asked for
+        waits (``may_wait``: its trace was not evicted) for the model call that asks for it
+        (core.conversations)."""
+        if len(group.calls) != 1 or group.turn is not None or group.llms:
+            return False
+        conversations = self._conversations
+        if len(conversations) > 0 and conversations.claim(service, group.calls[0]):
+            return True
+        if not may_wait:
+            return False
+        for released in conversations.hold(trace_id, service, group, self.clock()):
+            self._let_go(released)
+        self._sync_conversation_bytes()
+        return True
+
+    def _let_go(self, held: Held) -> None:
+        """A held lone tool call no model call asked for: a turn of its own after all."""
+        trace_id, service, group, _seen = held
+        if needs_completing(group):
+            complete(group, self.sink)
+        self._ready.append((trace_id, service, group))
 
     def _converse(self, trace_id: int, service: str, group: TurnGroup) -> bool:
         """Hand the group's model calls that show their turn to the open conversations; False
@@ -516,6 +529,10 @@ class TurnAssembler:
             self._close(trace_id, EVICT_IDLE)
         if self._conversations:
             self._conversations_done(self._conversations.sweep(deadline), EVICT_IDLE)
+        if self._conversations.held():
+            for held in self._conversations.release(deadline):
+                self._let_go(held)
+            self._sync_conversation_bytes()
         self.publish()
 
     def finalize_all(self, reason: str = EVICT_SHUTDOWN) -> None:
@@ -523,6 +540,10 @@ class TurnAssembler:
             self._close(trace_id, reason)
         if self._conversations:
             self._conversations_done(self._conversations.flush(), reason)
+        if self._conversations.held():
+            for held in self._conversations.release(float("inf")):
+                self._let_go(held)
+            self._sync_conversation_bytes()
         self.publish()
 
     def _conversations_done(self, done: list[Ready], reason: str) -> None:

@@ -1,4 +1,5 @@
-"""Turns rebuilt from model calls' message histories (design.md, "Words: turn").
+"""Turns rebuilt from model calls' message histories: what follows one user message up to the
+model's answer in text.
 
 In a hand-rolled loop no span executes a tool: each model call's input holds the conversation so
 far and its output the calls it asks for. Consecutive model calls of one turn share calls (the
@@ -10,7 +11,15 @@ call: the SDK's attribute limit drops a long history's first messages, and with 
 user message, and such a model call names its calls by their ids. A model call sent only results
 (the Responses API's ``previous_response_id``) joins the turn that asked for their calls: by
 call id, else the turn of its service seen last that awaits results, in the order asked. A turn
-whose answer never comes (the loop was cut off) is finalized when idle."""
+whose answer never comes (the loop was cut off) is finalized when idle.
+
+A tool span that executed a call (``@loopwatch.tool``, a framework's ``execute_tool`` span, each
+in a trace of its own) stands for the call it executed: its status, error type and result decide
+the call's outcome (core.layers.executed_outcome). It is matched to the call asked first of its
+tool that no span stood for yet, preferring the one with its arguments' identity that was asked
+before it started and answered after it ended. One that arrives before the model call that asked
+for it (a logging thread, a batch exporter, two services' batches) waits for that call, at most
+the idle timeout; unclaimed, it is a turn of its own, as it would have been at once."""
 
 from __future__ import annotations
 
@@ -20,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from itertools import count
 from typing import Any
 
+from loopwatch.core.layers import executed_outcome
 from loopwatch.core.records import Conversation, LlmMark, ToolCall, TurnMark
 from loopwatch.core.turns import TurnGroup
 
@@ -28,6 +38,9 @@ _TURN_BYTES = 1500
 _CALL_BYTES = 700
 _ID_BYTES = 150  # a call id in the turn's set, the index by call id and the calls asked for
 _UNKNOWN = "unknown"
+# how many calls asked of one tool a tool span's match looks at (the oldest first): the common
+# case is the first; a bound keeps a turn of thousands of calls of one tool linear
+_MATCH_SCAN = 64
 
 Wanted = dict[tuple[str, str], dict[int, None]]  # (service, tool) -> call ids, oldest first
 # builds a requested call with the result sent later, and the call's id as its builder knows it
@@ -48,6 +61,7 @@ class _Open:
     ids: set[int] = field(default_factory=set)  # every call id seen in the turn
     settled: set[int] = field(default_factory=set)  # calls known with their outcome
     claimed: set[int] = field(default_factory=set)  # calls a tool span of their own stood for
+    executed: dict[int, ToolCall] = field(default_factory=dict)  # call -> the span that ran it
     alias_of: dict[int, int] = field(default_factory=dict)  # a call's unique id -> its stand-in
     # requested calls no history has answered yet, oldest first: what a result sent without
     # its call (the Responses API's previous_response_id) answers
@@ -57,6 +71,8 @@ class _Open:
 
 
 Ready = tuple[int, str, TurnGroup]
+# a lone tool span no open turn asked for yet: (trace id, service, its group, when it came)
+Held = tuple[int, str, TurnGroup, float]
 
 
 class Conversations:
@@ -80,6 +96,11 @@ class Conversations:
         self._answered: Wanted = {}
         # results sent without their call that no open turn asked for (the assembler counts them)
         self.results_without_call = 0
+        # lone tool spans waiting for the model call that asked for them, oldest first, and by
+        # (service, tool); at most ``limit`` (the oldest is then a turn of its own)
+        self._held: OrderedDict[int, Held] = OrderedDict()
+        self._held_by_tool: dict[tuple[str, str], dict[int, None]] = {}
+        self._held_numbers = count()
 
     def __len__(self) -> int:
         return len(self._open)
@@ -154,6 +175,8 @@ class Conversations:
         self._merge(entry, mark, conversation)
         if conversation.dangling:
             self._answer(entry, mark, conversation.dangling)
+        if self._held and conversation.requested:
+            self._claim_held(entry, conversation.requested)
         completed: list[Ready] = []
         if conversation.final:
             completed.append(self._pop(entry))
@@ -206,21 +229,112 @@ class Conversations:
             entry.answered_at.setdefault(target, mark.start_ns)
             self._want(entry, target)
 
-    def claim(self, service: str, tool: str) -> bool:
-        """Whether an open turn of ``service`` asked for a call of ``tool`` that no tool span has
-        stood for yet (the one asked first, unanswered ones before answered); that call is then
-        taken. A hand-rolled loop's tool spans, each in a trace of its own, are those calls."""
-        key = (service, tool)
+    def claim(self, service: str, call: ToolCall) -> bool:
+        """Whether an open turn of ``service`` asked for ``call`` (a lone tool span) and no tool
+        span has stood for it yet: the call asked first of its tool (unanswered ones before
+        answered), preferring one of the span's arguments' identity asked before the span
+        started and answered after it ended. That call then takes the span's outcome."""
+        found = self._match(service, call)
+        if found is None:
+            return False
+        wanted, entry, call_id = found[0]
+        self._unwant(wanted, (service, call.tool), call_id)
+        entry.claimed.add(call_id)
+        if call_id in entry.calls:
+            entry.executed[call_id] = call
+            entry.size += _CALL_BYTES
+            self.buffered_bytes += _CALL_BYTES
+        return True
+
+    def _match(self, service: str, call: ToolCall) -> tuple[tuple[Wanted, _Open, int], int] | None:
+        """The call asked for that ``call`` fits best (claim), and how well (_fit)."""
+        key = (service, call.tool)
+        chosen: tuple[Wanted, _Open, int] | None = None
+        best = -1
+        stale: list[tuple[Wanted, int]] = []
         for wanted in (self._unanswered, self._answered):
             ids = wanted.get(key)
-            while ids:
-                call_id = next(iter(ids))
-                self._unwant(wanted, key, call_id)
+            if not ids:
+                continue
+            for n, call_id in enumerate(ids):
+                if n >= _MATCH_SCAN:
+                    break
                 entry = self._by_call.get(call_id)
-                if entry is not None:
-                    entry.claimed.add(call_id)
-                    return True
-        return False
+                if entry is None:
+                    stale.append((wanted, call_id))
+                    continue
+                score = _fit(entry, call_id, call)
+                if score > best:
+                    chosen, best = (wanted, entry, call_id), score
+                    if score == _BEST_FIT:
+                        break
+            if best == _BEST_FIT:
+                break
+        for wanted, call_id in stale:
+            self._unwant(wanted, key, call_id)
+        return None if chosen is None else (chosen, best)
+
+    def hold(self, trace_id: int, service: str, group: TurnGroup, now: float) -> list[Held]:
+        """Keep a lone tool span no open turn asked for until the model call that asked for
+        it comes (``add``); the held spans let go to make room, oldest first."""
+        released: list[Held] = []
+        while len(self._held) >= self.limit:
+            released.append(self._let_go(next(iter(self._held))))
+        number = next(self._held_numbers)
+        self._held[number] = (trace_id, service, group, now)
+        self._held_by_tool.setdefault((service, group.calls[0].tool), {})[number] = None
+        self.buffered_bytes += _CALL_BYTES
+        return released
+
+    def _claim_held(self, entry: _Open, requested: frozenset[int]) -> None:
+        """Held tool spans of the tools a model call of ``entry`` asked for, oldest first,
+        claimed now."""
+        tools: dict[str, None] = {}
+        for own in requested:
+            call = entry.calls.get(entry.alias_of.get(own, own))
+            if call is not None:
+                tools[call.tool] = None
+        for tool in tools:
+            key = (entry.service, tool)
+            numbers = self._held_by_tool.get(key)
+            if not numbers:
+                continue
+            # the spans that fit a call best claim first (a stray span of the tool that came
+            # earlier does not take the call from the one that ran it), else oldest first
+            ranked: list[tuple[int, int]] = []
+            for number in list(numbers)[:_MATCH_SCAN]:
+                found = self._match(entry.service, self._held[number][2].calls[0])
+                if found is None:
+                    break  # nothing asked of the tool is left unclaimed
+                ranked.append((-found[1], number))
+            ranked.sort()
+            for _score, number in ranked:
+                if not self.claim(entry.service, self._held[number][2].calls[0]):
+                    break
+                self._let_go(number)
+
+    def _let_go(self, number: int) -> Held:
+        held = self._held.pop(number)
+        key = (held[1], held[2].calls[0].tool)
+        numbers = self._held_by_tool[key]
+        del numbers[number]
+        if not numbers:
+            del self._held_by_tool[key]
+        self.buffered_bytes -= _CALL_BYTES
+        return held
+
+    def release(self, deadline: float) -> list[Held]:
+        """The held tool spans that came at ``deadline`` or before: turns of their own."""
+        out: list[Held] = []
+        while self._held:
+            number, held = next(iter(self._held.items()))
+            if held[3] > deadline:
+                break
+            out.append(self._let_go(number))
+        return out
+
+    def held(self) -> int:
+        return len(self._held)
 
     def _want(self, entry: _Open, call_id: int) -> None:
         """File a requested call under its tool, as answered or not (once answered, moved)."""
@@ -305,6 +419,7 @@ class Conversations:
         entry.ids.update(other.ids)
         entry.settled.update(other.settled)
         entry.claimed.update(other.claimed)
+        entry.executed.update(other.executed)
         entry.alias_of.update(other.alias_of)
         for call_id, answerer in other.answerers.items():
             if call_id not in entry.answered_at:
@@ -346,13 +461,38 @@ class Conversations:
         return [self._pop(entry) for entry in list(self._open.values())]
 
 
+_BEST_FIT = 3
+
+
+def _fit(entry: _Open, call_id: int, call: ToolCall) -> int:
+    """How well a tool span fits a call asked for: 2 for its arguments' identity, 1 for having
+    run between the model call that asked for it and the one that got its result."""
+    score = 0
+    asked = entry.calls.get(call_id)
+    if asked is not None and asked.arguments_known and call.arguments_known:
+        identity = call.key.identity
+        if identity == asked.key.identity or identity == asked.failed_identity:
+            score += 2
+    requested = entry.requested_at.get(call_id)
+    answered = entry.answered_at.get(call_id)
+    if (requested is None or requested <= call.start_ns) and (
+        answered is None or call.end_ns <= answered
+    ):
+        score += 1
+    return score
+
+
 def _group(entry: _Open) -> TurnGroup:
     """The turn's calls, timed where the model calls around them were seen: a call runs from
     the end of the model call that asked for it to the start of the one that got its result.
     Calls keep their history order (each starts at least 1 ns after the one before)."""
     calls: list[ToolCall] = []
     last = -1
+    executed = entry.executed
     for call in entry.calls.values():
+        ran = executed.get(call.span_id) if executed else None
+        if ran is not None:
+            call = executed_outcome(call, ran)
         start = entry.requested_at.get(call.span_id, call.start_ns)
         end = entry.answered_at.get(call.span_id, start)
         start = max(start, last + 1)

@@ -100,3 +100,40 @@ def merge(layers: list[ToolCall]) -> ToolCall:
         fingerprint=fingerprint,
         same_result=same_result,
     )
+
+
+def executed_outcome(read: ToolCall, executed: ToolCall) -> ToolCall:
+    """A call read from model calls' messages, with its outcome from the tool span that
+    executed it (its status, error type and result over the message's text) where that span
+    saw one: a span that neither failed nor read the result (an MCP SDK's span knows only the
+    tool's name) leaves the message's outcome. The read call's id and times stay (the turn's
+    order and timing are the messages')."""
+    failed = executed.error_class != OK
+    if not failed and executed.result == _UNKNOWN:
+        return read
+    source = executed if executed.arguments_known else read
+    identity, inferred = source.key.identity, source.key.inferred
+    if failed and source.error_class == OK and source.failed_identity is not None:
+        identity, inferred = source.failed_identity, True
+    if failed:
+        result, outcome = _UNKNOWN, executed.error_class
+        fingerprint, same_result = executed.fingerprint, executed.same_result
+    else:
+        result = outcome = executed.result
+        fingerprint, same_result = executed.fingerprint, executed.same_result
+    arguments_known = executed.arguments_known or read.arguments_known
+    if not arguments_known:
+        identity = unknown_identity(outcome, read.span_id)
+    return replace(
+        read,
+        key=AttemptKey(read.tool, identity, outcome, inferred),
+        error_class=executed.error_class,
+        result=result,
+        arguments_known=arguments_known,
+        tool_version=read.tool_version or executed.tool_version,
+        agent=read.agent or executed.agent,
+        guard=executed.guard or read.guard,
+        failed_identity=None if failed else source.failed_identity,
+        fingerprint=fingerprint,
+        same_result=same_result,
+    )

@@ -17,7 +17,7 @@ SPAN_KINDS: Final = (KIND_TOOL, KIND_TURN, KIND_LLM, KIND_OTHER)
 
 # What a guard did with a call, recorded on its span as ``loopwatch.guard.decision`` (or an
 # event ``loopwatch.guard`` with attribute ``decision``). A guarded call did not execute, so it
-# counts here and not as an attempt.
+# counts here and not as an attempt (except GUARD_RAN below).
 GUARD_ATTRIBUTE: Final = "loopwatch.guard.decision"
 GUARD_EVENT: Final = "loopwatch.guard"
 GUARD_DECISIONS: Final = frozenset(
@@ -28,8 +28,12 @@ GUARD_DECISIONS: Final = frozenset(
         "suppressed",
         "circuit_open",
         "store_unavailable",
+        "store_unchecked",
     }
 )
+# Decisions recorded on a call that did execute (its guard's store could not be reached and
+# the policy let it through): counted as a decision and as an attempt.
+GUARD_RAN: Final = frozenset({"store_unchecked"})
 
 
 @dataclass(init=False, slots=True)
@@ -199,6 +203,10 @@ class LlmMark:
     # tool name -> short hash of its description, from tool definitions sent to the model
     tool_versions: tuple[tuple[str, str], ...] = ()
     messages: Messages | None = None
+    # the tokens it reported (conventions.usage): input, output, and a total reported alone
+    input_tokens: int = 0
+    output_tokens: int = 0
+    unsplit_tokens: int = 0
 
     # written out (init=False): compiled, dataclass's generated __init__ is Python code that
     # sets each field through its descriptor; this one is C
@@ -211,6 +219,9 @@ class LlmMark:
         model: str | None,
         tool_versions: tuple[tuple[str, str], ...] = (),
         messages: Messages | None = None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        unsplit_tokens: int = 0,
     ) -> None:
         self.span_id = span_id
         self.parent_id = parent_id
@@ -219,6 +230,9 @@ class LlmMark:
         self.model = model
         self.tool_versions = tool_versions
         self.messages = messages
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.unsplit_tokens = unsplit_tokens
 
 
 @dataclass(init=False, slots=True)

@@ -8,16 +8,22 @@ from operator import attrgetter
 from typing import Final
 
 from loopwatch.core.config import Config
+from loopwatch.core.cost import (
+    FAILING,
+    NO_ROWS,
+    REPEAT,
+    SAME_RESULT,
+    Extra,
+    LoopTokens,
+    charge,
+    extra_attempts,
+)
 from loopwatch.core.fingerprint import NOT_KNOWN
 from loopwatch.core.keys import AttemptKey
 from loopwatch.core.outcomes import EMPTY, OK
-from loopwatch.core.records import LlmMark, ToolCall, TurnMark
+from loopwatch.core.records import GUARD_RAN, LlmMark, ToolCall, TurnMark
 
 UNKNOWN: Final = "unknown"
-REPEAT: Final = "repeat"
-NO_ROWS: Final = "no_rows"
-SAME_RESULT: Final = "same_result"
-FAILING: Final = "failing"
 
 
 # Summaries are built once per turn and never changed: plain slots classes build several times
@@ -41,6 +47,8 @@ class ToolSummary:
     # longest run of consecutive calls that got the same data (None: no result readable)
     same_result_streak: int | None = None
     failing_streak: int = 0  # longest run of consecutive failures with one error class
+    # what its loops cost (core.cost): (error class, kind, model calls, input, output, unsplit)
+    loop_tokens: tuple[LoopTokens, ...] = ()
 
     # written out (init=False): compiled, dataclass's generated __init__ is Python code that
     # sets each field through its descriptor; this one is C
@@ -60,6 +68,7 @@ class ToolSummary:
         looping_keys: tuple[tuple[AttemptKey, int], ...] = (),
         same_result_streak: int | None = None,
         failing_streak: int = 0,
+        loop_tokens: tuple[LoopTokens, ...] = (),
     ) -> None:
         self.tool = tool
         self.tool_version = tool_version
@@ -75,6 +84,7 @@ class ToolSummary:
         self.looping_keys = looping_keys
         self.same_result_streak = same_result_streak
         self.failing_streak = failing_streak
+        self.loop_tokens = loop_tokens
 
 
 @dataclass(init=False, slots=True)
@@ -216,9 +226,9 @@ def _executed(calls: list[ToolCall]) -> tuple[list[ToolCall], dict[str, dict[str
     guarded: dict[str, dict[str, int]] = {}
     executed: list[ToolCall] = []
     for c in calls:
-        if c.guard is None:
+        if c.guard is None or c.guard in GUARD_RAN:
             executed.append(c)
-        else:
+        if c.guard is not None:
             decisions = guarded.setdefault(c.tool, {})
             decisions[c.guard] = decisions.get(c.guard, 0) + 1
     if len(executed) > 1:
@@ -292,8 +302,14 @@ def _tool_summaries(
     """One summary per tool called, then one per tool whose every call a guard answered."""
     definition_versions: dict[str, str] | None = None  # only for a tool whose calls name none
     tools: list[ToolSummary] = []
+    extras: list[Extra] = []
     for tool, tool_calls in by_tool.items():
         summary = _tool_summary(tool, tool_calls, keys_of[tool], runs_of, config)
+        if summary.loops:  # (rare) what the loops cost, charged below
+            declaration = config.declaration(tool)
+            extras += extra_attempts(
+                tool_calls, keys_of[tool], runs_of, summary.loops, config, declaration
+            )
         if tool in guarded:
             summary.guard_decisions = _pairs(guarded.pop(tool))
         if not summary.tool_version:
@@ -303,6 +319,12 @@ def _tool_summaries(
         tools.append(summary)
     for tool, decisions in guarded.items():  # tools whose every call was stopped by a guard
         tools.append(ToolSummary(tool, "", 0, None, (), (), (), 0.0, 0, _pairs(decisions)))
+    if extras:
+        costs = charge(extras, llms)
+        for summary in tools:
+            cost = costs.get(summary.tool)
+            if cost is not None:
+                summary.loop_tokens = tuple(cost)
     return tools
 
 
@@ -416,3 +438,17 @@ def _tool_summary(
         same_longest if readable else None,
         fail_longest,
     )
+
+
+# the loop kinds are core.cost's (which charges them), named here too where they are read
+__all__ = [
+    "FAILING",
+    "NO_ROWS",
+    "REPEAT",
+    "SAME_RESULT",
+    "UNKNOWN",
+    "ToolSummary",
+    "TurnSummary",
+    "attempt_runs",
+    "summarize",
+]

@@ -1,4 +1,6 @@
-"""Which spans of a trace form which turn (design.md, "Words: turn")."""
+"""Which spans of a trace form which turn: each outermost agent span that holds tool calls is a
+turn; tool calls under no agent span belong to the trace's local root, a turn of its own when it
+holds any or when nothing else in the trace is one."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import trace
@@ -42,6 +43,26 @@ def _llm_attributes(convention: str, model: str) -> tuple[str, dict[str, Any]]:
     return "openai.chat", {"llm.request.type": "chat", "gen_ai.request.model": model}
 
 
+def usage_attributes(convention: str, input_tokens: int, output_tokens: int) -> dict[str, int]:
+    """A model call's token usage, as each convention's instrumentations write it."""
+    if convention == GENAI:
+        return {
+            "gen_ai.usage.input_tokens": input_tokens,
+            "gen_ai.usage.output_tokens": output_tokens,
+        }
+    if convention == OPENINFERENCE:
+        return {
+            "llm.token_count.prompt": input_tokens,
+            "llm.token_count.completion": output_tokens,
+            "llm.token_count.total": input_tokens + output_tokens,
+        }
+    return {
+        "gen_ai.usage.prompt_tokens": input_tokens,
+        "gen_ai.usage.completion_tokens": output_tokens,
+        "llm.usage.total_tokens": input_tokens + output_tokens,
+    }
+
+
 def _tool_attributes(convention: str, call: Call, index: int) -> tuple[str, dict[str, Any]]:
     args = json.dumps(call.arguments)
     if convention == GENAI:
@@ -72,14 +93,24 @@ def _tool_attributes(convention: str, call: Call, index: int) -> tuple[str, dict
     return f"{call.tool}.tool", attrs
 
 
-def emit_turn(tracer: Tracer, turn: Turn, start_ns: int, convention: str = GENAI) -> int:
-    """Emit one turn starting at ``start_ns``; returns its end. Spans end children-first."""
+def emit_turn(
+    tracer: Tracer,
+    turn: Turn,
+    start_ns: int,
+    convention: str = GENAI,
+    usage: Callable[[int], tuple[int, int]] | None = None,
+) -> int:
+    """Emit one turn starting at ``start_ns``; returns its end. Spans end children-first.
+    ``usage(i)``: the (input, output) tokens of the i-th model call (the one before call i; the
+    last, the final answer), written as the convention writes usage."""
     name, attrs = _turn_attributes(convention, turn)
     root = tracer.start_span(name, start_time=start_ns, attributes=attrs)
     t = start_ns + _MS
     with trace.use_span(root, end_on_exit=False):
         for i, call in enumerate(turn.calls):
             llm_name, llm_attrs = _llm_attributes(convention, turn.model)
+            if usage is not None:
+                llm_attrs.update(usage_attributes(convention, *usage(i)))
             llm = tracer.start_span(llm_name, start_time=t, attributes=llm_attrs)
             t += LLM_MS * _MS
             llm.end(end_time=t)
@@ -98,6 +129,8 @@ def emit_turn(tracer: Tracer, turn: Turn, start_ns: int, convention: str = GENAI
                     span.set_attribute("error.type", type(call.error).__qualname__)
             span.end(end_time=t)
         llm_name, llm_attrs = _llm_attributes(convention, turn.model)
+        if usage is not None:
+            llm_attrs.update(usage_attributes(convention, *usage(len(turn.calls))))
         final = tracer.start_span(llm_name, start_time=t, attributes=llm_attrs)
         t += LLM_MS * _MS
         final.end(end_time=t)

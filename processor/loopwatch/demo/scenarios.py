@@ -1,4 +1,5 @@
-"""Turns as data: the two incidents of design.md, healthy traffic, and a model switch."""
+"""Turns as data: the two incidents (fourteen timed-out tickets for one order, eleven searches
+without rows), healthy traffic, and a model switch."""
 
 from __future__ import annotations
 

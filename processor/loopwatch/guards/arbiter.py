@@ -23,6 +23,7 @@ from loopwatch.guards.outcome import outcome_of
 from loopwatch.guards.spans import SpanMode, record_decision
 from loopwatch.guards.stores import GuardStore, Outcome, StoreError, open_store
 from loopwatch.guards.terminal import (
+    STORE_UNCHECKED,
     SUPPRESSED,
     TerminalResult,
     already_done,
@@ -151,6 +152,8 @@ class IdempotencyArbiter:
         except StoreError as e:
             if self._policy == "allow":
                 self._store_error(ALLOWED, e)
+                # on the call's own span when traced: it runs, so it is an attempt as well
+                record_decision(tool, STORE_UNCHECKED, self.span_mode, self.tracer_provider)
                 return Admitted(tool, key, 0.0)
             self._store_error(DENIED, e)
             refused = store_unavailable(tool)

@@ -19,9 +19,10 @@ from opentelemetry.trace import TracerProvider
 
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.core.fingerprint import NOT_KNOWN
 from loopwatch.core.identity import without_free_text
 from loopwatch.core.keys import AttemptKey, attempt_key, identities
-from loopwatch.core.outcomes import EMPTY, ERROR_CLASSES, OK
+from loopwatch.core.outcomes import EMPTY, ERROR_CLASSES, OK, progress_fingerprint
 from loopwatch.guards.outcome import outcome_of
 from loopwatch.guards.spans import SpanMode, record_decision
 from loopwatch.guards.terminal import (
@@ -111,6 +112,8 @@ class BreakerTurn:
         # (tool, identity) -> outcome -> attempts: the keys of one identity, for the check
         self._by_identity: dict[tuple[str, str], Counter[str]] = {}
         self._streaks: Counter[str] = Counter()
+        # key -> the result fingerprint of its last call: a change on success is progress
+        self._fingerprints: dict[AttemptKey, int] = {}
         self._ran = 0
         self._decisions: list[TerminalResult] = []
         self._tools_disabled = False
@@ -187,13 +190,27 @@ class BreakerTurn:
     def after(
         self, pending: Pending, result: Any = None, error: BaseException | None = None
     ) -> AttemptKey:
-        """Count a call that ran, with its result or the exception it raised."""
+        """Count a call that ran, with its result or the exception it raised. A success whose
+        result fingerprint changed since its key's last call is progress: its key's attempts
+        start again at 1 (core.summary.attempt_runs, the monitor's rule)."""
         error_class, outcome = outcome_of(result, error, pending.declaration)
         key = attempt_key(pending.tool, pending.arguments, outcome, pending.declaration)
+        progress = NOT_KNOWN
+        if error_class == OK:
+            progress = progress_fingerprint(result, pending.declaration, outcome)[0]
         with self._lock:
             self._in_flight[pending.succeeded] -= 1
-            self._attempts[key] += 1
-            self._by_identity.setdefault((key.tool, key.identity), Counter())[outcome] += 1
+            by_outcome = self._by_identity.setdefault((key.tool, key.identity), Counter())
+            previous = self._fingerprints.get(key, NOT_KNOWN)
+            self._fingerprints[key] = progress
+            if previous != progress and NOT_KNOWN not in (previous, progress):
+                # the monitor's rule (core.summary.attempt_runs): a success whose result changed
+                # since the key's last call made progress, and starts the key's attempts anew
+                self._attempts[key] = 1
+                by_outcome[outcome] = 1
+            else:
+                self._attempts[key] += 1
+                by_outcome[outcome] += 1
             # as the processor's streak: an empty result extends it, anything else resets it
             empty = error_class == OK and outcome == EMPTY
             self._streaks[pending.tool] = self._streaks[pending.tool] + 1 if empty else 0

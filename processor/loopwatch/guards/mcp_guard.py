@@ -7,6 +7,8 @@ gets the first result, past ``circuit_after`` an ``isError`` result telling the 
 then every call that would run by the loop breaker (undeclared tools on the inferred key, with
 the usual warning from the processor). Each call is an ``execute_tool`` span read by the
 in-process loopwatch processor, whose metrics are served as ``loopwatch.instrument()`` does.
+The calls of one breaker turn are the children of one ``invoke_agent mcp-guard`` span, so the
+processor's per-turn metrics (attempts, repeats, loops) see them as one turn.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from mcp.types import CallToolRequestParams
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 
 from loopwatch import tracing
@@ -45,6 +48,8 @@ _MAX_PENDING = 10_000
 _MAX_LISTINGS = 100
 # how long the real server gets to exit after the client has gone
 _EXIT_GRACE_SECONDS = 5.0
+# the agent name on the turn spans (an MCP server does not know its client's)
+AGENT = "mcp-guard"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,6 +79,7 @@ class Guard:
 
     The breaker counts per turn, and an MCP server sees no turns: a turn here ends when no call
     has come for ``idle_timeout_seconds``, as the processor ends a trace whose root never ends.
+    Its calls' spans share one trace under a turn span, ended with the turn (:meth:`end_turn`).
     """
 
     def __init__(
@@ -90,6 +96,7 @@ class Guard:
         self._clock = clock
         self._last_call: float | None = None
         self._tracer = trace.get_tracer(_TRACER)
+        self._turn_span: Span | None = None
         self._calls: dict[Any, _Call] = {}
         # tools/list requests forwarded, whose answers may carry x-loopwatch declarations
         self._listings: dict[Any, None] = {}
@@ -118,9 +125,26 @@ class Guard:
     def _current_turn(self) -> BreakerTurn:
         now = self._clock()
         last, self._last_call = self._last_call, now
-        if last is not None and now - last > self.config.idle_timeout_seconds:
-            self.turn = self.breaker.new_turn()
+        # (a call still running keeps its turn going)
+        if last is not None and now - last > self.config.idle_timeout_seconds and not self._calls:
+            self.end_turn()
         return self.turn
+
+    @property
+    def busy(self) -> bool:
+        """Calls forwarded and not yet answered: their turn is still going."""
+        return bool(self._calls)
+
+    def end_turn(self) -> None:
+        """End the turn: the breaker's counts start again and its span ends, so the processor
+        finalizes the turn now. Calls still forwarded are ended first, as cancelled."""
+        for key in list(self._calls):
+            self._forget(key)
+        self.turn = self.breaker.new_turn()
+        self._last_call = None
+        span, self._turn_span = self._turn_span, None
+        if span is not None:
+            span.end()
 
     def request(self, message: dict[str, Any]) -> dict[str, Any] | None:
         """A tools/call request: the response to send back instead of forwarding it, or None
@@ -131,10 +155,11 @@ class Guard:
         except ValueError:  # pydantic's ValidationError: the server answers it as it would
             return None
         tool, arguments = params.name, dict(params.arguments or {})
+        turn = self._current_turn()  # every call counts as activity, replayed ones too
         span = self._span(tool, arguments)
         try:
             with trace.use_span(span, end_on_exit=False):
-                answer = self._decide(request_id, tool, arguments, span)
+                answer = self._decide(request_id, tool, arguments, span, turn)
         except BaseException:
             span.end()
             raise
@@ -143,9 +168,8 @@ class Guard:
         return answer
 
     def _decide(
-        self, request_id: Any, tool: str, arguments: dict[str, Any], span: Span
+        self, request_id: Any, tool: str, arguments: dict[str, Any], span: Span, turn: BreakerTurn
     ) -> dict[str, Any] | None:
-        turn = self._current_turn()  # every call counts as activity, replayed ones too
         admitted: Admitted | None = None
         declaration = self.config.declaration(tool)
         if declaration is not None and declaration.identity is not None:
@@ -183,6 +207,8 @@ class Guard:
         call = self._calls.pop(key, None)
         if call is None:
             return
+        if self._last_call is not None:  # an answer is activity: the idle time starts after it
+            self._last_call = max(self._last_call, self._clock())
         result = message.get("result")
         error = message.get("error")
         with trace.use_span(call.span, end_on_exit=True):
@@ -232,7 +258,14 @@ class Guard:
             text = tracing.as_json(arguments)
             if text is not None:
                 attributes["gen_ai.tool.call.arguments"] = text
-        return self._tracer.start_span(f"tools/call {tool}", attributes=attributes)
+        if self._turn_span is None:
+            turn_attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": AGENT}
+            # a root: each turn is its own trace, whatever context the guard was started in
+            self._turn_span = self._tracer.start_span(
+                f"invoke_agent {AGENT}", context=Context(), attributes=turn_attributes
+            )
+        context = trace.set_span_in_context(self._turn_span, Context())
+        return self._tracer.start_span(f"tools/call {tool}", context=context, attributes=attributes)
 
 
 def _id_key(request_id: Any) -> Any:
@@ -321,6 +354,30 @@ def _read_stdin(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[bytes]) ->
             held.append(rest)
 
 
+class _IdleTimer:
+    """Ends the guard's turn once ``idle_timeout_seconds`` pass without a call or an answer,
+    so the turn's metrics come when it is over, not at the next call."""
+
+    def __init__(self, guard: Guard, loop: asyncio.AbstractEventLoop) -> None:
+        self._guard, self._loop = guard, loop
+        self._handle: asyncio.TimerHandle | None = None
+
+    def touch(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        delay = self._guard.config.idle_timeout_seconds
+        self._handle = self._loop.call_later(delay, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        if self._guard.busy:  # a call still running: wait for its answer (which touches)
+            return
+        try:
+            self._guard.end_turn()
+        except Exception as e:  # never ends the session
+            log.error("loopwatch mcp-guard: turn not ended: %s", e, exc_info=True)
+
+
 def _answer(guard: Guard, message: dict[str, Any]) -> dict[str, Any] | None:
     """The guard's answer to a tools/call, or None to forward it; a failure of the guard
     itself forwards the call unguarded (logged), never ends the session."""
@@ -331,7 +388,9 @@ def _answer(guard: Guard, message: dict[str, Any]) -> dict[str, Any] | None:
         return None
 
 
-async def _client_to_server(guard: Guard, server: asyncio.subprocess.Process, out: _Output) -> None:
+async def _client_to_server(
+    guard: Guard, server: asyncio.subprocess.Process, out: _Output, idle: _IdleTimer
+) -> None:
     assert server.stdin is not None
     lines: asyncio.Queue[bytes] = asyncio.Queue()
     reader = threading.Thread(
@@ -348,6 +407,7 @@ async def _client_to_server(guard: Guard, server: asyncio.subprocess.Process, ou
                 guard.listing(message["id"])
             elif message.get("method") == "tools/call":
                 answer = _answer(guard, message)
+                idle.touch()
                 if answer is not None:
                     out.write(json.dumps(answer, separators=(",", ":")).encode())
                     continue
@@ -360,7 +420,9 @@ async def _client_to_server(guard: Guard, server: asyncio.subprocess.Process, ou
     server.stdin.close()
 
 
-async def _server_to_client(guard: Guard, server: asyncio.subprocess.Process, out: _Output) -> None:
+async def _server_to_client(
+    guard: Guard, server: asyncio.subprocess.Process, out: _Output, idle: _IdleTimer
+) -> None:
     assert server.stdout is not None
     while True:
         line = await server.stdout.readline()
@@ -372,6 +434,7 @@ async def _server_to_client(guard: Guard, server: asyncio.subprocess.Process, ou
                 guard.response(message)
             except Exception as e:  # the answer still reaches the client
                 log.error("loopwatch mcp-guard: outcome not recorded: %s", e, exc_info=True)
+            idle.touch()
         out.write(line)
 
 
@@ -383,8 +446,9 @@ async def _proxy(guard: Guard, command: list[str]) -> int:
         limit=64 * 1024 * 1024,  # one JSON-RPC line can be a large result
     )
     out = _Output()
-    reader = asyncio.create_task(_server_to_client(guard, server, out))
-    writer = asyncio.create_task(_client_to_server(guard, server, out))
+    idle = _IdleTimer(guard, asyncio.get_running_loop())
+    reader = asyncio.create_task(_server_to_client(guard, server, out, idle))
+    writer = asyncio.create_task(_client_to_server(guard, server, out, idle))
     done, _ = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
     if writer in done:  # the client has gone: give the server time to finish and exit
         try:
@@ -421,6 +485,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"loopwatch mcp-guard: cannot start {command[0]}: {e}", file=sys.stderr)
         code = 2
     finally:
+        guard.end_turn()  # the last turn's metrics, before the processor shuts down
         arbiter.close()
         provider = trace.get_tracer_provider()
         shutdown = getattr(provider, "shutdown", None)

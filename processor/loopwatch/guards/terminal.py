@@ -12,6 +12,7 @@ BUDGET_EXHAUSTED = "budget_exhausted"
 SUPPRESSED = "suppressed"
 CIRCUIT_OPEN = "circuit_open"
 STORE_UNAVAILABLE = "store_unavailable"
+STORE_UNCHECKED = "store_unchecked"  # run unchecked: the store could not be reached
 IN_FLIGHT = "in_flight"  # identical calls still running when the next one came
 
 # What the repeated attempts mean, and what the model should do instead. Honest above all: a

@@ -28,7 +28,14 @@ from loopwatch.history.replay import (
     run_replay,
     stdout_gone,
 )
-from loopwatch.history.report import LOOP_KINDS, Report, kinds_text, percentile
+from loopwatch.history.report import (
+    LOOP_KINDS,
+    TOKENS_MEANING,
+    Report,
+    kinds_text,
+    percentile,
+    tokens_text,
+)
 
 DEFAULT_ALPHA = 0.05
 EXIT_NEUTRAL = 0
@@ -271,6 +278,9 @@ def write_text(c: Comparison, out: TextIO, threshold: int) -> None:
             f"{cell.candidate_turns} ({_pct(cell.candidate_share)})  p {_p(cell.p_value)}"
             f"{'  REGRESSION' if cell.regression else ''}\n"
         )
+    out.write(f"\nTokens of loops {TOKENS_MEANING}\n")
+    out.write(f"  baseline  {tokens_text(c.baseline.token_totals())}\n")
+    out.write(f"  candidate {tokens_text(c.candidate.token_totals())}\n")
     out.write("\nMax attempts per turn (p50 / p90 / p99 / max; share at the loop threshold)\n")
     for agent, model, base, cand in _rows(c, threshold):
         out.write(f"  {agent:<12} {model:<22} baseline {base}\n")
@@ -313,6 +323,11 @@ def write_markdown(c: Comparison, out: TextIO, threshold: int) -> None:
         )
     if not c.cells:
         out.write("| | | | | | no loops in the candidate | | |\n")
+    out.write(f"\n**Tokens of loops** {TOKENS_MEANING}\n\n")
+    out.write("| | model calls | input | output | unsplit |\n|---|---|---|---|---|\n")
+    for side, report in (("baseline", c.baseline), ("candidate", c.candidate)):
+        calls, input_tokens, output_tokens, unsplit = report.token_totals()
+        out.write(f"| {side} | {calls} | {input_tokens:,} | {output_tokens:,} | {unsplit:,} |\n")
     out.write(
         "\n**Max attempts per turn** (p50 / p90 / p99 / max; share at the loop threshold)\n\n"
     )

@@ -3,13 +3,11 @@ message, or the file exporter's length-prefixed stream), Jaeger JSON (its API v3
 JSON under ``result``) and Tempo JSON; plain, gzip- or zstd-compressed
 (:mod:`loopwatch.history.compressed`); files, directories, globs and ``-`` for stdin.
 
-Everything becomes span views with the values the service's own conversion
-(:func:`loopwatch.service.otlp.span_views`) gives, so a stored span is read exactly as the same
-span sent to ``loopwatch serve``: protobuf through that conversion; the file exporter's JSON
-lines through typed structs (:mod:`loopwatch.service.otlp_json`), else as dicts
-(:func:`fast_views`), else through protobuf's ``ParseDict`` and that conversion. Files are read
-one line or one message at a time; a bad line or message is skipped and reported (file and
-line), the rest is read."""
+Everything becomes span views with the values ``loopwatch serve`` gives the same spans: OTLP
+JSON through the service's own decoder (:mod:`loopwatch.service.otlp_json`), protobuf and
+Jaeger through its conversion (:func:`loopwatch.service.otlp.span_views`). Files are read one
+line or one message at a time; a bad line or message is skipped and reported (file and line),
+the rest is read."""
 
 from __future__ import annotations
 
@@ -27,11 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from loopwatch.conventions.read import UNREAD_PREFIXES
-from loopwatch.core.spans import EventView, SpanView
+from loopwatch.core.spans import SpanView
 from loopwatch.history.compressed import (
     GZIP_MAGIC,
     ZSTD_MAGIC,
@@ -42,14 +38,8 @@ from loopwatch.history.compressed import (
     unzstd_message,
     zstd_available,
 )
-from loopwatch.service.otlp import (
-    REMOTE_PARENT,
-    RequestError,
-    parse_protobuf,
-    span_views,
-    valid_ids,
-)
-from loopwatch.service.otlp_json import request_views
+from loopwatch.service.otlp import RequestError, parse_protobuf, span_views
+from loopwatch.service.otlp_json import JsonDecoded, decode
 
 AUTO = "auto"
 OTLP_JSON = "otlp-json"
@@ -63,8 +53,6 @@ FORMATS = (AUTO, OTLP_JSON, OTLP_PROTO, JAEGER, TEMPO)
 MAX_UNIT_BYTES = 1 << 30
 _SKIP_CHUNK = 1 << 20
 _PROBLEMS_KEPT = 20
-_ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
-_HEX_CHARS = frozenset("0123456789abcdefABCDEF")
 
 
 class InputError(ValueError):
@@ -167,35 +155,6 @@ def _peek(stream: Any, n: int) -> bytes:
 
 
 # -- OTLP JSON -----------------------------------------------------------------------------------
-def _id_to_base64(value: Any, where: str, base64_seen: list[bool]) -> str:
-    """An id as protobuf's JSON mapping wants it (base64). The OTLP file format writes hex (32 or
-    16 digits); protobuf's own JSON mapping, which Tempo and some tools write, base64 (24 or 12
-    characters): each id is read as what its length says."""
-    if not isinstance(value, str):
-        raise InputError(f"{where}: expected a string id, got {type(value).__name__}")
-    if value == "":
-        return value
-    if len(value) in (32, 16) and _HEX_CHARS.issuperset(value):
-        return base64.b64encode(bytes.fromhex(value)).decode("ascii")
-    if len(value) in (24, 12):
-        try:
-            base64.b64decode(value, validate=True)
-        except binascii.Error:
-            pass
-        else:
-            base64_seen[0] = True
-            return value
-    raise InputError(f"{where}: not a hex or base64 id: {value[:40]!r}")
-
-
-def _spans_of(document: dict[str, Any]) -> Iterator[tuple[str, Any]]:
-    for r, rs in enumerate(_list(document, "resourceSpans", "resource_spans")):
-        scopes = _list(rs, "scopeSpans", "scope_spans", "instrumentationLibrarySpans")
-        for s, ss in enumerate(scopes):
-            for i, span in enumerate(_list(ss, "spans")):
-                yield f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]", span
-
-
 def _list(parent: Any, *keys: str) -> list[Any]:
     if not isinstance(parent, dict):
         raise InputError("expected an object")
@@ -208,239 +167,20 @@ def _list(parent: Any, *keys: str) -> list[Any]:
     return []
 
 
-def _legacy_scopes(document: dict[str, Any]) -> None:
-    """Tempo and old exporters: ``instrumentationLibrarySpans`` / ``instrumentationLibrary``."""
-    for rs in _list(document, "resourceSpans", "resource_spans"):
-        if isinstance(rs, dict) and "instrumentationLibrarySpans" in rs:
-            scopes = rs.pop("instrumentationLibrarySpans")
-            if isinstance(scopes, list):
-                for ss in scopes:
-                    if isinstance(ss, dict) and "instrumentationLibrary" in ss:
-                        ss["scope"] = ss.pop("instrumentationLibrary")
-            rs.setdefault("scopeSpans", scopes)
-
-
-def otlp_request(document: dict[str, Any]) -> tuple[Any, bool]:
-    """An OTLP JSON ``ExportTraceServiceRequest`` (hex or base64 ids) as the protobuf message;
-    and whether base64 ids were met."""
-    base64_seen = [False]
-    _legacy_scopes(document)
-    for where, span in _spans_of(document):
-        if not isinstance(span, dict):
-            raise InputError(f"{where}: expected an object")
-        for key in _ID_FIELDS:
-            if key in span:
-                span[key] = _id_to_base64(span[key], f"{where}.{key}", base64_seen)
-        links = span.get("links")
-        if isinstance(links, list):
-            for n, link in enumerate(links):
-                if isinstance(link, dict):
-                    for key in _ID_FIELDS:
-                        if key in link:
-                            link[key] = _id_to_base64(
-                                link[key], f"{where}.links[{n}].{key}", base64_seen
-                            )
-    request = ExportTraceServiceRequest()
-    try:
-        json_format.ParseDict(document, request, ignore_unknown_fields=True)
-    except (json_format.ParseError, ValueError, TypeError) as e:
-        raise InputError(f"not an OTLP trace request: {_short(str(e))}") from None
-    except RecursionError:
-        raise InputError("not an OTLP trace request: nested too deeply") from None
-    return request, base64_seen[0]
-
-
 def _short(text: str, limit: int = 200) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-# The OTLP JSON dict path, for a document the typed structs (otlp_json) did not read (a null, a
-# pretty-printed request). protobuf's ParseDict (the service's OTLP/JSON path) is pure Python
-# and costs four fifths of a replay of JSON files, so a document in the shape the exporter
-# writes (camelCase fields, hex or base64 ids) is turned into span views here directly, with
-# the same values as span_views gives for the parsed message (tests compare them on every span).
-# Anything else, or anything malformed, goes the strict way (ParseDict, then span_views), which
-# also says what is wrong.
-class _Unusual(Exception):
-    """Not the shape the fast path reads: take the strict path."""
-
-
-_STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
-_NO_EVENTS: tuple[EventView, ...] = ()
-
-
-def _fast_id(value: Any) -> bytes:
-    if value is None or value == "":
-        return b""
-    if type(value) is not str:
-        raise _Unusual
-    size = len(value)
-    if size in (32, 16):
-        return bytes.fromhex(value)  # ValueError: the strict path names it
-    if size in (24, 12):
-        return base64.b64decode(value, validate=True)
-    raise _Unusual
-
-
-def _fast_int(value: Any) -> int:
-    if type(value) is int:
-        return value
-    if type(value) is str and value.isdigit():
-        return int(value)
-    if value is None:
-        return 0
-    raise _Unusual
-
-
-def _fast_any(value: Any) -> Any:
-    text = value.get("stringValue")
-    if text is not None:
-        if type(text) is not str:
-            raise _Unusual
-        return text
-    if not value:
-        return None
-    if len(value) != 1:
-        raise _Unusual
-    ((kind, v),) = value.items()
-    if kind == "intValue":
-        if type(v) is str:
-            return int(v)
-        if type(v) is int:
-            return v
-    elif kind == "boolValue":
-        if type(v) is bool:
-            return v
-    elif kind == "doubleValue":
-        if type(v) in (int, float):
-            return float(v)
-        if v in ("NaN", "Infinity", "-Infinity"):
-            return float(v)
-    elif kind == "arrayValue":
-        return tuple(_fast_any(x) for x in v.get("values", ()))
-    elif kind == "kvlistValue":
-        return _fast_attributes(v.get("values", ()))
-    elif kind == "bytesValue":
-        return base64.b64decode(v, validate=True)
-    raise _Unusual
-
-
-# span attribute keys met before -> whether the conventions never read them (UNREAD_PREFIXES):
-# a lookup costs less than testing the prefixes; bounded
-_UNREAD_KEYS: dict[str, bool] = {}
-_UNREAD_KEYS_ENTRIES = 4096
-
-
-def _unread(key: str) -> bool:
-    unread = _UNREAD_KEYS.get(key)
-    if unread is None:
-        if len(_UNREAD_KEYS) >= _UNREAD_KEYS_ENTRIES:
-            _UNREAD_KEYS.clear()
-        unread = _UNREAD_KEYS[key] = key.startswith(UNREAD_PREFIXES)
-    return unread
-
-
-def _fast_attributes(pairs: Any, skip: bool = False) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    unread = _UNREAD_KEYS
-    for kv in pairs:
-        key = kv["key"]
-        if skip and (unread.get(key) or (key not in unread and _unread(key))):
-            continue
-        value = kv.get("value")
-        if value is None:
-            out[key] = None
-            continue
-        text = value.get("stringValue")
-        out[key] = text if type(text) is str and len(value) == 1 else _fast_any(value)
-    return out
-
-
-def _fast_status(status: Any) -> tuple[int, str]:
-    if not status:
-        return 0, ""
-    code = status.get("code", 0)
-    if type(code) is str:
-        code = _STATUS_NAMES.get(code, -1)
-    if type(code) is not int or not 0 <= code <= 2:
-        raise _Unusual
-    message = status.get("message", "")
-    if type(message) is not str:
-        raise _Unusual
-    return code, message
-
-
-def _fast_service(resource: Any) -> str:
-    for kv in (resource or {}).get("attributes", ()):
-        if kv["key"] == "service.name":
-            value = _fast_any(kv.get("value") or {})
-            return str(value) if value not in (None, "") else "unknown"
-    return "unknown"
-
-
-def fast_views(document: dict[str, Any]) -> tuple[list[SpanView], int, bool]:
-    """The spans of an OTLP JSON document in the file exporter's shape: (views, spans rejected
-    for invalid ids, whether base64 ids were met). Raises _Unusual for anything else."""
-    views: list[SpanView] = []
-    rejected = 0
-    b64 = False
+def otlp_views(document: dict[str, Any]) -> JsonDecoded:
+    """An OTLP JSON document already parsed (Tempo's, a Jaeger API v3 answer's) read by the
+    service's decoder, written out again as Python's json module read it."""
     try:
-        for rs in document["resourceSpans"]:
-            service = _fast_service(rs.get("resource"))
-            scopes = rs.get("scopeSpans")
-            if scopes is None and rs.keys() - {"resource", "schemaUrl"}:
-                raise _Unusual  # instrumentationLibrarySpans, scope_spans: the strict path
-            for ss in scopes or ():
-                for span in ss.get("spans", ()):
-                    raw_trace = span.get("traceId")
-                    if type(raw_trace) is str and len(raw_trace) == 24:
-                        b64 = True
-                    view = _fast_span(span, service)
-                    if view is None:
-                        rejected += 1
-                    else:
-                        views.append(view)
-    except (KeyError, TypeError, ValueError, AttributeError, binascii.Error):
-        raise _Unusual from None
-    return views, rejected, b64
-
-
-def _fast_span(span: dict[str, Any], service: str) -> SpanView | None:
-    """One span's view; None when its ids are invalid."""
-    raw_trace, raw_span = span.get("traceId"), span.get("spanId")
-    if raw_trace is None or raw_span is None:
-        raise _Unusual  # trace_id, span_id: the strict path
-    trace_id, span_id = _fast_id(raw_trace), _fast_id(raw_span)
-    parent = _fast_id(span.get("parentSpanId"))
-    if not valid_ids(trace_id, span_id, parent):
-        return None
-    has_parent = bool(parent) and any(parent)
-    start = _fast_int(span.get("startTimeUnixNano"))
-    events = span.get("events")
-    code, message = _fast_status(span.get("status"))
-    flags = _fast_int(span.get("flags"))
-    name = span.get("name", "")
-    if type(name) is not str:
-        raise _Unusual
-    return SpanView(
-        trace_id=int.from_bytes(trace_id),
-        span_id=int.from_bytes(span_id),
-        parent_id=int.from_bytes(parent) if has_parent else None,
-        name=name,
-        start_ns=start,
-        end_ns=_fast_int(span.get("endTimeUnixNano")) or start,
-        attributes=_fast_attributes(span.get("attributes", ()), True),
-        events=tuple(
-            EventView(e.get("name", ""), _fast_attributes(e.get("attributes", ()))) for e in events
-        )
-        if events
-        else _NO_EVENTS,
-        status_code=code,
-        status_description=message,
-        service=service,
-        extra={REMOTE_PARENT: True} if has_parent and flags & 0x300 == 0x300 else {},
-    )
+        return decode(json.dumps(document).encode())
+    except RequestError as e:
+        raise InputError(str(e)) from None
+    except RecursionError:
+        raise InputError("nested too deeply") from None
 
 
 # -- Jaeger JSON ---------------------------------------------------------------------------------
@@ -675,8 +415,9 @@ def document_format(document: Any) -> str:
 _READS_ALSO = {TEMPO: OTLP_JSON}
 
 
-def document_request(document: Any, forced: str) -> tuple[Any, bool]:
-    """A parsed JSON document as an ``ExportTraceServiceRequest``; whether ids were base64."""
+def document_views(document: Any, forced: str, failed: RequestError | None = None) -> JsonDecoded:
+    """A parsed JSON document's span views. ``failed``: what the decoder said of the very bytes
+    this document was read from, the answer for an OTLP JSON one."""
     kind = document_format(document) if forced == AUTO else forced
     if not isinstance(document, dict):
         raise InputError(f"not a {kind} document: a JSON {type(document).__name__}")
@@ -686,15 +427,21 @@ def document_request(document: Any, forced: str) -> tuple[Any, bool]:
         if found not in (forced, _READS_ALSO.get(forced)):
             raise InputError(f"--format {forced}, but this document is {found}")
     if kind == JAEGER:
-        return jaeger_request(document), False
+        try:
+            decoded = span_views(jaeger_request(document))
+        except RequestError as e:
+            raise InputError(str(e)) from None
+        return JsonDecoded(decoded.spans, decoded.rejected)
     if kind == TEMPO:
         if isinstance(document.get("trace"), dict):  # /api/v2/traces/<id>
             document = document["trace"]
         elif "batches" in document:  # /api/traces/<id>
             document = {"resourceSpans": _list(document, "batches")}
-        return otlp_request(document)
+        return otlp_views(document)
     if kind == OTLP_JSON:
-        return otlp_request(document)
+        if failed is not None:
+            raise InputError(str(failed))
+        return otlp_views(document)
     raise InputError(f"--format {kind} does not read JSON")
 
 
@@ -779,15 +526,17 @@ class Reader:
             return
         yield from self._json(label, stream)
 
-    def _counted(self, views: Batch, rejected: int, base64_ids: bool, where: str) -> Batch:
-        if base64_ids:
+    def _counted(self, read: JsonDecoded, where: str) -> Batch:
+        if read.base64_ids:
             self.stats.note(f"{where}: ids in base64 (protobuf's JSON mapping) read as such")
-        if rejected:
-            self.stats.rejected_spans += rejected
-            self.stats.note(f"{where}: {rejected} spans with an invalid trace or span id left out")
+        if read.rejected:
+            self.stats.rejected_spans += read.rejected
+            self.stats.note(
+                f"{where}: {read.rejected} spans with an invalid trace or span id left out"
+            )
         self.stats.units += 1
-        self.stats.spans += len(views)
-        return views
+        self.stats.spans += len(read.spans)
+        return read.spans
 
     def _views(self, request: Any, where: str) -> Batch:
         try:
@@ -869,7 +618,6 @@ class Reader:
         whole document (a pretty-printed Jaeger or Tempo download), the file as one document."""
         line_no = 0
         first = True
-        typed = self.forced in (AUTO, OTLP_JSON, JAEGER)
         while line := stream.readline(MAX_UNIT_BYTES + 1):
             line_no += 1
             if len(line) > MAX_UNIT_BYTES:
@@ -880,12 +628,12 @@ class Reader:
                 )
                 first = False
                 continue
-            if typed:  # the file exporter's lines, whitespace and all: typed structs
-                read = self._typed(line)
-                if read is not None:
-                    first = False
-                    yield self._counted(*read, f"{label}:{line_no}")
-                    continue
+            # the file exporter's lines, whitespace and all: the decoder
+            read = self._typed(line)
+            if isinstance(read, JsonDecoded):
+                first = False
+                yield self._counted(read, f"{label}:{line_no}")
+                continue
             text = line.strip()
             if not text:
                 continue
@@ -898,7 +646,7 @@ class Reader:
                 except (UnicodeDecodeError, ValueError, RecursionError):
                     continued = False
                 else:
-                    yield from self._one(document, f"{label}:{line_no}")
+                    yield from self._one(document, f"{label}:{line_no}", read)
                     continue
                 if continued:
                     rest = text + b"\n" + stream.read(MAX_UNIT_BYTES + 1 - len(text))
@@ -909,15 +657,19 @@ class Reader:
                             "it as one request a line, as the file exporter does, or split it)",
                         )
                         return
+                    read = self._typed(rest)
+                    if isinstance(read, JsonDecoded):
+                        yield self._counted(read, label)
+                        return
                     try:
                         document = json.loads(rest)
                     except (UnicodeDecodeError, ValueError, RecursionError):
                         # not one document either: lines after all, the first one broken
                         yield from self._lines(label, rest.split(b"\n"), line_no - 1)
                         return
-                    yield from self._one(document, label)
+                    yield from self._one(document, label, read)
                     return
-            yield from self._line(text, f"{label}:{line_no}", typed=False)
+            yield from self._parsed(text, f"{label}:{line_no}", read)
         if line_no == 0:
             self.stats.problem(label, "empty file")
 
@@ -927,19 +679,31 @@ class Reader:
             if text:
                 yield from self._line(text, f"{label}:{n}")
 
-    def _typed(self, line: bytes) -> tuple[Batch, int, bool] | None:
-        """A line read by the typed structs: the file exporter's request, or Jaeger's API v3
-        answer (OTLP JSON under ``result``); None for the general path."""
-        if line.startswith(_API_V3_START):  # decided first: a failed decode scans the line
-            return request_views(line, api_v3=True)
-        return None if self.forced == JAEGER else request_views(line)
+    def _typed(self, line: bytes) -> JsonDecoded | RequestError | None:
+        """A line through the service's decoder: the file exporter's request, or Jaeger's API
+        v3 answer (OTLP JSON under ``result``), read; what is wrong with it; None when it names
+        no spans (a Jaeger or Tempo document: the general path reads it)."""
+        if self.forced not in (AUTO, OTLP_JSON, JAEGER):
+            return None
+        api_v3 = line.startswith(_API_V3_START)  # decided first: a failed decode scans the line
+        if self.forced == JAEGER and not api_v3:
+            return None
+        try:
+            read = decode(line, api_v3)
+        except RequestError as e:
+            return e
+        return read if read.names_spans else None
 
-    def _line(self, text: bytes, where: str, typed: bool = True) -> Iterator[Batch]:
-        if typed and self.forced in (AUTO, OTLP_JSON, JAEGER):
-            read = self._typed(text)
-            if read is not None:
-                yield self._counted(*read, where)
-                return
+    def _line(self, text: bytes, where: str) -> Iterator[Batch]:
+        read = self._typed(text)
+        if isinstance(read, JsonDecoded):
+            yield self._counted(read, where)
+            return
+        yield from self._parsed(text, where, read)
+
+    def _parsed(self, text: bytes, where: str, failed: RequestError | None) -> Iterator[Batch]:
+        """A line the decoder did not read, through Python's json module: another format's
+        document, or what the decoder found wrong said (``failed``), or why it is not JSON."""
         try:
             document = json.loads(text)
         except (UnicodeDecodeError, ValueError) as e:
@@ -948,9 +712,11 @@ class Reader:
         except RecursionError:
             self.stats.problem(where, "not JSON: nested too deeply")
             return
-        yield from self._one(document, where)
+        yield from self._one(document, where, failed)
 
-    def _one(self, document: Any, where: str) -> Iterator[Batch]:
+    def _one(
+        self, document: Any, where: str, failed: RequestError | None = None
+    ) -> Iterator[Batch]:
         forced = self.forced
         if forced != TEMPO and is_api_v3(document):  # Jaeger 2: OTLP JSON inside
             try:
@@ -961,26 +727,15 @@ class Reader:
             if document is None:  # the end of a streamed answer
                 return
             forced = OTLP_JSON
-        if forced in (AUTO, OTLP_JSON) and type(document) is dict and "resourceSpans" in document:
-            try:
-                views, rejected, base64_ids = fast_views(document)
-            except _Unusual:
-                pass  # the strict path below reads it, or says what is wrong
-            else:
-                yield self._counted(views, rejected, base64_ids, where)
-                return
         try:
-            request, base64_ids = document_request(document, forced)
-            if base64_ids:
-                self.stats.note(f"{where}: ids in base64 (protobuf's JSON mapping) read as such")
-            views = self._views(request, where)
+            read = document_views(document, forced, failed)
         except InputError as e:
             self.stats.problem(where, str(e))
             return
         except RecursionError:
             self.stats.problem(where, "nested too deeply")
             return
-        yield views
+        yield self._counted(read, where)
 
 
 def _skip_line(stream: Any) -> None:

@@ -67,6 +67,9 @@ class Report:
     loops: Counter[tuple[str, str, str, str]] = field(default_factory=Counter)
     # the same, with the turn's model and the tool's version (what changed)
     loops_detail: Counter[tuple[str, str, str, str, str, str]] = field(default_factory=Counter)
+    # (agent, tool, error_class, kind) -> [model calls, input, output, unsplit tokens]: what the
+    # loops cost (core.cost)
+    loop_tokens: dict[tuple[str, str, str, str], list[int]] = field(default_factory=dict)
     worst: list[Worst] = field(default_factory=list)  # a min-heap of the worst turns
     spans: Counter[str] = field(default_factory=Counter)
     dropped: Counter[str] = field(default_factory=Counter)
@@ -106,6 +109,12 @@ class Report:
                 kinds.add(kind)
                 self.loops[(agent, t.tool, error_class, kind)] += 1
                 self.loops_detail[(agent, t.tool, error_class, kind, s.model, t.tool_version)] += 1
+            for error_class, kind, calls, input_tokens, output_tokens, unsplit in t.loop_tokens:
+                cell = self.loop_tokens.setdefault((agent, t.tool, error_class, kind), [0] * 4)
+                cell[0] += calls
+                cell[1] += input_tokens
+                cell[2] += output_tokens
+                cell[3] += unsplit
         if looped:
             self.looping_turns[agent] += 1
             self.loops_by_kind.update(kinds)
@@ -135,6 +144,32 @@ class Report:
     def loop_count(self) -> int:
         return sum(self.looping_turns.values())
 
+    def token_totals(self) -> list[int]:
+        """[model calls, input, output, unsplit tokens] charged to loops (core.cost)."""
+        return [sum(cell[i] for cell in self.loop_tokens.values()) for i in range(4)]
+
+    def tokens_json(self) -> dict[str, Any]:
+        calls, input_tokens, output_tokens, unsplit = self.token_totals()
+        return {
+            "model_calls": calls,
+            "input": input_tokens,
+            "output": output_tokens,
+            "unsplit": unsplit,
+            "by_loop": [
+                {
+                    "agent": agent,
+                    "tool": tool,
+                    "error_class": error_class,
+                    "kind": kind,
+                    "model_calls": cell[0],
+                    "input": cell[1],
+                    "output": cell[2],
+                    "unsplit": cell[3],
+                }
+                for (agent, tool, error_class, kind), cell in sorted(self.loop_tokens.items())
+            ],
+        }
+
     # -- output ---------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         return {
@@ -145,6 +180,7 @@ class Report:
             "duplicate_calls": self.repeat_calls,
             "over_cap_seconds": round(self.over_cap_seconds, 3),
             "turns_with_a_loop_by_kind": {k: self.loops_by_kind[k] for k, _ in LOOP_KINDS},
+            "loop_tokens": self.tokens_json(),
             "first_turn_unix_nano": self.first_ns,
             "last_turn_unix_nano": self.last_ns,
             "loops": [
@@ -206,6 +242,11 @@ class Report:
         for (agent, tool, error_class, kind), n in sorted(self.loops.items()):
             uses = self.tool_uses[(agent, tool)]
             out.write(f"    {agent:<14} {tool:<18} {error_class:<18} {kind:<11} {n} of {uses}\n")
+        out.write(f"  tokens of loops       {tokens_text(self.token_totals())}\n")
+        out.write(f"    {TOKENS_MEANING}\n")
+        for (agent, tool, error_class, kind), cell in sorted(self.loop_tokens.items()):
+            out.write(f"    {agent:<14} {tool:<18} {error_class:<18} {kind:<11} ")
+            out.write(f"{tokens_text(cell)}\n")
         out.write("  max attempts per turn, by model (attempts:turns)\n")
         for (agent, model), dist in sorted(self.by_model.items()):
             out.write(f"    {agent:<14} {model:<24} {_dist_text(dist)}\n")
@@ -216,6 +257,21 @@ class Report:
         for w in self.worst_turns():
             out.write(f"    {w.max_attempts:>3} attempts  {w.key:<36} agent={w.agent} ")
             out.write(f"model={w.model} trace={w.trace_id}\n")
+
+
+TOKENS_MEANING = (
+    "(the model calls that asked for a loop's calls past its first, each once; the tokens "
+    "their spans report)"
+)
+
+
+def tokens_text(cell: list[int]) -> str:
+    """``13,910 input, 741 output tokens of 13 model calls`` (and the unsplit, if any)."""
+    calls, input_tokens, output_tokens, unsplit = cell
+    extra = f", {unsplit:,} unsplit" if unsplit else ""
+    plural = "" if calls == 1 else "s"
+    tokens = f"{input_tokens:,} input, {output_tokens:,} output{extra} tokens"
+    return f"{tokens} of {calls} model call{plural}"
 
 
 def kinds_text(by_kind: Counter[str]) -> str:

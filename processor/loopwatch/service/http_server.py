@@ -14,8 +14,8 @@ from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from tornado import httputil
 
 from loopwatch.service.http_base import TEXT, Endpoint, Front, Limits, Request
-from loopwatch.service.otlp import RequestError, parse_json, parse_protobuf
-from loopwatch.service.otlp_json import request_views
+from loopwatch.service.otlp import RequestError, parse_protobuf
+from loopwatch.service.otlp_json import decode as decode_json
 from loopwatch.service.pipeline import Pipeline
 from loopwatch.service.receive import OVERLOADED_MESSAGE, Overloaded, accept, accept_views
 
@@ -85,27 +85,11 @@ def _encode(response: Any, content_type: str) -> bytes:
     return bytes(response.SerializeToString())
 
 
-_GENERAL_JSON = (
-    "loopwatch: an OTLP/JSON request was read by protobuf's JSON parser, about a twelfth as fast "
-    "as the usual reader, because it holds a form that reader does not take (a null, a number "
-    "written where text belongs, a legacy field name); said once"
-)
-_general_json_said = False
-
-
 def _accept_json(pipeline: Pipeline, raw: bytes) -> Any:
-    global _general_json_said
     if not pipeline.has_room(1):  # a full queue refuses before the decoding, as for protobuf
         raise Overloaded(OVERLOADED_MESSAGE)
-    read = request_views(raw)
-    if read is not None and not read[2]:
-        return accept_views(pipeline, read[0], read[1])
-    # base64 ids are protobuf's JSON mapping, not OTLP/JSON: parse_json refuses them
-    request = parse_json(raw)  # or says what is wrong with it
-    if not _general_json_said:
-        _general_json_said = True
-        log.info(_GENERAL_JSON)  # a slower sender is worth knowing of once, not per request
-    return accept(pipeline, request)
+    read = decode_json(raw)  # or RequestError: what is wrong with it
+    return accept_views(pipeline, read.spans, read.rejected)
 
 
 def decode(pipeline: Pipeline, content_type: str, encoding: str, body: bytes, limit: int) -> Answer:

@@ -1,4 +1,5 @@
-"""OTLP trace requests (protobuf or OTLP/JSON) into the core's span views."""
+"""OTLP trace requests into the core's span views: protobuf here, OTLP/JSON in
+:mod:`loopwatch.service.otlp_json`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from typing import Any, Final
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
 from loopwatch.conventions.read import UNREAD_PREFIXES
@@ -23,8 +23,6 @@ _REMOTE_KNOWN = 0x100  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
 _REMOTE = 0x200  # SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
 _REMOTE_BOTH = _REMOTE_KNOWN | _REMOTE
 _REMOTE_EXTRA = {REMOTE_PARENT: True}
-_TOO_DEEP = "nested too deeply"
-_ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 
 
 class RequestError(ValueError):
@@ -50,64 +48,6 @@ def parse_protobuf(body: bytes) -> Any:
     return request
 
 
-def _hex_to_base64(value: Any, where: str) -> Any:
-    # OTLP/JSON writes ids as hex; protobuf's JSON mapping expects base64 for bytes fields.
-    if not isinstance(value, str):
-        raise RequestError(f"{where}: expected a hex string")
-    try:
-        return base64.b64encode(bytes.fromhex(value)).decode("ascii")
-    except ValueError:
-        raise RequestError(f"{where}: not a hex id: {value[:40]!r}") from None
-
-
-def _fix_ids(span: Any, where: str) -> None:
-    if not isinstance(span, dict):
-        raise RequestError(f"{where}: expected an object")
-    for key in _ID_FIELDS:
-        if key in span:
-            span[key] = _hex_to_base64(span[key], f"{where}.{key}")
-    links = span.get("links")
-    if isinstance(links, list):
-        for i, link in enumerate(links):
-            _fix_ids(link, f"{where}.links[{i}]")
-
-
-def _items(parent: Any, *keys: str) -> list[Any]:
-    if not isinstance(parent, dict):
-        return []
-    for key in keys:
-        value = parent.get(key)
-        if value is not None:
-            if not isinstance(value, list):
-                raise RequestError(f"{key}: expected an array")
-            return value
-    return []
-
-
-def parse_json(body: bytes) -> Any:
-    """Parse an OTLP/JSON ``ExportTraceServiceRequest`` (hex ids, unknown fields ignored)."""
-    try:
-        document = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as e:
-        raise RequestError(f"not JSON: {e}") from None
-    except RecursionError:
-        raise RequestError(f"not an OTLP/JSON trace request: {_TOO_DEEP}") from None
-    if not isinstance(document, dict):
-        raise RequestError("not an OTLP/JSON trace request: expected an object")
-    for r, rs in enumerate(_items(document, "resourceSpans", "resource_spans")):
-        for s, ss in enumerate(_items(rs, "scopeSpans", "scope_spans")):
-            for i, span in enumerate(_items(ss, "spans")):
-                _fix_ids(span, f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]")
-    request = ExportTraceServiceRequest()
-    try:
-        json_format.ParseDict(document, request, ignore_unknown_fields=True)
-    except (json_format.ParseError, ValueError, TypeError) as e:
-        raise RequestError(f"not an OTLP/JSON trace request: {e}") from None
-    except RecursionError:
-        raise RequestError(f"not an OTLP/JSON trace request: {_TOO_DEEP}") from None
-    return request
-
-
 def _array(value: Any) -> tuple[Any, ...]:
     # the SDK stores sequence attributes as tuples; the core sees the same here
     return tuple(any_value(v) for v in value.array_value.values)
@@ -125,6 +65,8 @@ _ANY: dict[str | None, Callable[[Any], Any]] = {
     "bytes_value": lambda v: bytes(v.bytes_value),
     "array_value": _array,
     "kvlist_value": _kvlist,
+    # an index into a profile's string table: nothing to read in a trace
+    "string_value_strindex": lambda v: None,
     None: lambda v: None,
 }
 
@@ -216,6 +158,18 @@ def _text_value(raw: bytes, at: int) -> str | None:
         return None
 
 
+def _int_value(raw: bytes, at: int) -> int:
+    """The integer at ``at`` when the rest of ``raw`` is a value written as encoders write a
+    small non-negative int (field 2, an AnyValue holding only field 3: a token count); -1 for
+    anything else, which protobuf then reads."""
+    if at + 2 >= len(raw) or raw[at] != 0x12 or raw[at + 2] != 0x18:
+        return -1
+    if raw[at + 1] != len(raw) - at - 2:
+        return -1
+    value, end = _varint(raw, at + 3)
+    return value if end == len(raw) else -1
+
+
 def _key_value(raw: bytes) -> tuple[str, Any]:
     # The key as encoders write it: the first field (tag 0x0A), its length in one byte. An
     # attribute skipped by it is not decoded, so not checked: its value is never read.
@@ -241,6 +195,16 @@ def _key_value(raw: bytes) -> tuple[str, Any]:
             else:
                 _remember(raw, got)
                 return got
+        elif len(key) == size and raw[2 + size : 3 + size] == b"\x12":
+            number = _int_value(raw, 2 + size)
+            if number >= 0:
+                try:
+                    got = (key.decode("utf-8"), number)
+                except UnicodeDecodeError:
+                    pass
+                else:
+                    _remember(raw, got)
+                    return got
     try:
         pair = KeyValue.FromString(raw)
     except (DecodeError, RuntimeError, ValueError) as e:
@@ -376,7 +340,6 @@ __all__ = [
     "count_spans",
     "hex_ids",
     "hex_ids_json",
-    "parse_json",
     "parse_protobuf",
     "span_attributes",
     "span_views",

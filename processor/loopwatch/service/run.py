@@ -23,10 +23,9 @@ log = logging.getLogger("loopwatch.service")
 # The service owns its process, so the cyclic garbage collector is set for its load: what was
 # loaded at start is frozen (never traversed again), and young objects are collected every
 # 50,000 allocations rather than 700. Span views and records are freed by reference counting
-# anyway; with the defaults the collector's passes take 14-15% of the service's CPU under
-# load (benchmarks/profile_service.py). Python's 5 ms GIL switch interval is kept: a 1 ms
-# interval costs about 1.1x the CPU a span on the stream of bench_service.py rate and is no
-# faster for an exporter waiting on its answers.
+# anyway, and the default thresholds spend a large share of the service's CPU on collector
+# passes. Python's 5 ms GIL switch interval is kept: a shorter one costs more CPU a span and
+# answers an exporter no sooner (both measured: benchmarks/README.md).
 GC_THRESHOLDS = (50_000, 20, 20)
 STOP_SECONDS = 10.0  # SIGTERM to exit, at most (Kubernetes gives 30 by default)
 EXIT_CONFIG = 2

@@ -1,4 +1,4 @@
-"""Write the README's metrics tables from the metric catalog (``python -m mixin.metrics_doc``;
+"""Write the README's metrics tables from the metric catalog (``python -m docs_gen.metrics``;
 ``--check`` for drift). Only the text between the two markers in README.md is generated."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from docs_gen.blocks import replace_block
 from loopwatch.catalog import CHANGE, FAMILIES, HEALTH, PER_TURN, Metric
 from mixin.generate import command_line
 
@@ -14,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = "README.md"
 BEGIN = (
     "<!-- metrics tables: generated from processor/loopwatch/catalog.py by "
-    "`python -m mixin.metrics_doc`; edit the catalog, not the tables -->\n"
+    "`python -m docs_gen.metrics`; edit the catalog, not the tables -->\n"
 )
 END = "<!-- end of the generated metrics tables -->\n"
 # label values listed in the table up to this many; longer vocabularies are in the note
@@ -72,9 +73,7 @@ def tables(families: Iterable[Metric] = FAMILIES) -> str:
 
 def replace_tables(text: str, generated: str) -> str:
     """``text`` with the block between the markers replaced by ``generated``."""
-    start = text.index(BEGIN)
-    end = text.index(END, start) + len(END)
-    return text[:start] + generated + text[end:]
+    return replace_block(text, BEGIN, END, generated)
 
 
 def render() -> dict[str, str]:
