@@ -299,17 +299,76 @@ def _history(n: int) -> str:
     return json.dumps(messages)
 
 
+def _history_without_calls(n: int) -> str:
+    """LiteLLM's callback's history: each assistant message recorded without its calls
+    (``"parts": []``), each result a tool message's text with an OpenAI ``tool_call_id``."""
+    user = {"role": "user", "parts": [{"type": "text", "content": "hi"}]}
+    messages: list[dict[str, object]] = [user]
+    for i in range(n // 120):
+        result = {"role": "tool", "parts": [{"type": "text", "content": "[]"}]}
+        messages += [{"role": "assistant", "parts": []}, {**result, "tool_call_id": f"c{i % 7}"}]
+    return json.dumps(messages)
+
+
+def _results_alone(n: int) -> str:
+    """The Responses API's input with ``previous_response_id``: results only, no user message
+    and no call (ids repeated and missing among them)."""
+    results = [
+        {
+            "role": "tool",
+            "parts": [{"type": "tool_call_response", "id": f"c{i % 7}" if i % 3 else ""}],
+        }
+        for i in range(n // 80)
+    ]
+    return json.dumps(results)
+
+
+def _flat_history(n: int) -> str:
+    """OpenInference's flattened history (``llm.input_messages.N.message.*``, as for
+    google-genai and the Responses API): calls without ids and their results, as JSON."""
+    attrs: dict[str, object] = {
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "hi",
+    }
+    for i in range(1, n // 200):
+        prefix = f"llm.input_messages.{2 * i - 1}.message."
+        attrs[prefix + "role"] = "assistant"
+        attrs[prefix + "tool_calls.0.tool_call.function.name"] = "t"
+        attrs[prefix + "tool_calls.0.tool_call.function.arguments"] = json.dumps({"q": i})
+        attrs[f"llm.input_messages.{2 * i}.message.role"] = "tool"
+        attrs[f"llm.input_messages.{2 * i}.message.content"] = "[]"
+    return json.dumps(attrs)
+
+
 def _read_history(text: str) -> object:
     attrs = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": text}
+    return _read(attrs)
+
+
+def _read_flat(text: str) -> object:
+    return _read({"openinference.span.kind": "LLM", **json.loads(text)})
+
+
+def _read(attrs: dict[str, object]) -> tuple[object, object]:
     mark = read_span(SpanView(1, 2, None, "chat", 0, 1, attrs), Config())
     assert isinstance(mark, LlmMark) and mark.messages is not None
     conversation = mark.messages.read()  # (read when the turn is rebuilt from messages)
     assert conversation is not None
-    return conversation.calls()
+    return conversation.calls(), conversation.dangling
 
 
-def test_a_model_calls_history_is_read_in_linear_time() -> None:
-    ratio, growth = _growth(_read_history, _history, 100_000)
+HISTORIES: dict[str, tuple[Callable[[int], str], Callable[[str], object]]] = {
+    "genai": (_history, _read_history),
+    "litellm-calls-lost": (_history_without_calls, _read_history),
+    "responses-results-alone": (_results_alone, _read_history),
+    "openinference-flat": (_flat_history, _read_flat),
+}
+
+
+@pytest.mark.parametrize("shape", list(HISTORIES))
+def test_a_model_calls_history_is_read_in_linear_time(shape: str) -> None:
+    make, read = HISTORIES[shape]
+    ratio, growth = _growth(read, make, 100_000)
     assert growth <= MAX_GROWTH, (ratio, growth)
 
 
@@ -334,8 +393,34 @@ def _read_answer(text: str) -> object:
     return conversation.calls()
 
 
+def _litellm_answer(n: int) -> str:
+    """LiteLLM's callback's answer: ``"parts": []``, the calls in
+    ``gen_ai.completion.{i}.function_call.*`` (no id), as JSON."""
+    attrs: dict[str, object] = {
+        "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": []}])
+    }
+    for i in range(n // 100):
+        attrs[f"gen_ai.completion.{i}.function_call.name"] = "t"
+        attrs[f"gen_ai.completion.{i}.function_call.arguments"] = json.dumps({"q": i})
+    return json.dumps(attrs)
+
+
+def _read_litellm_answer(text: str) -> object:
+    user = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}])
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": user, **json.loads(text)}
+    calls, _dangling = _read(attrs)
+    assert isinstance(calls, tuple) and len(calls) == min(len(attrs) // 2 - 1, 1024)
+    return calls
+
+
 def test_a_model_calls_answer_is_read_in_linear_time() -> None:
     ratio, growth = _growth(_read_answer, _answer, 100_000)
+    assert growth <= MAX_GROWTH, (ratio, growth)
+
+
+def test_litellm_callbacks_answer_is_read_in_linear_time() -> None:
+    """(at most 1024 calls are read from one answer: measured below that)"""
+    ratio, growth = _growth(_read_litellm_answer, _litellm_answer, 25_000)
     assert growth <= MAX_GROWTH, (ratio, growth)
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.framework_runs.responses import INSTRUMENTATIONS, MODEL, MODES, ORDERS, PACKAGES
+from tests.framework_runs.loopback import ORDERS
+from tests.framework_runs.responses import INSTRUMENTATIONS, MODEL, MODES, PACKAGES
 from tests.helpers import run_scenario, venv_python
 from tests.test_handrolled import Readings, expected
 

@@ -22,37 +22,32 @@ more than one installed would."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import sys
-import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from prometheus_client import CollectorRegistry
-
 from tests.framework_runs.handrolled import (
     ANSWERS,
-    LOOPWATCH_TOML,
     QUESTIONS,
     TOOL_DESCRIPTIONS,
     TOOL_PARAMETERS,
     Step,
-    Switch,
     TicketService,
-    create_ticket,
-    samples,
-    search_orders,
     turn_steps,
+)
+from tests.framework_runs.loopback import (
+    Loopback,
+    Reply,
+    global_provider,
+    loopback,
+    quickstart_tools,
+    run_orders,
+    sse,
 )
 
 MODEL = "gemini-2.5-flash"
@@ -68,7 +63,6 @@ PACKAGES = {
     "openllmetry": "opentelemetry-instrumentation-google-generativeai",
     "otel-genai": "opentelemetry-instrumentation-google-genai",
 }
-ORDERS = list(itertools.permutations(range(3)))
 MODES = ("unary", "stream")
 
 
@@ -85,7 +79,6 @@ class ScriptedGemini:
         self.steps = [(t, s) for t in order for s in turn_steps(t)]
         self.i = 0
         self.pending: list[str] = []  # tool names the next request must answer, in order
-        self.failures: list[str] = []
         self.lock = threading.Lock()
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -151,55 +144,14 @@ def _chunks(response: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        body = json.loads(self.rfile.read(length))
-        path = self.path.split("?")[0]
-        try:
-            if not path.startswith((f"/v1beta/models/{MODEL}:", f"/v1/models/{MODEL}:")):
-                raise AssertionError(f"unexpected path {self.path}")
-            response = self.server.model.answer(body)
-        except AssertionError as e:
-            self.server.model.failures.append(str(e))
-            self._send(400, "application/json", json.dumps({"error": {"message": str(e)}}))
-            return
-        if path.endswith(":streamGenerateContent"):
-            events = "".join(f"data: {json.dumps(c)}\r\n\r\n" for c in _chunks(response))
-            self._send(200, "text/event-stream", events)
-        else:
-            self._send(200, "application/json", json.dumps(response))
-
-    def _send(self, status: int, content_type: str, text: str) -> None:
-        data = text.encode()
-        self.send_response(status)
-        self.send_header("content-type", content_type)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # quiet
-
-
-class _Server(ThreadingHTTPServer):
-    model: ScriptedGemini
-    daemon_threads = True
-
-
-@contextmanager
-def loopback() -> Iterator[_Server]:
-    server = _Server(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+def reply(model: ScriptedGemini, path: str, body: dict[str, Any]) -> Reply:
+    path = path.split("?")[0]
+    if not path.startswith((f"/v1beta/models/{MODEL}:", f"/v1/models/{MODEL}:")):
+        raise AssertionError(f"unexpected path {path}")
+    response = model.answer(body)
+    if path.endswith(":streamGenerateContent"):
+        return 200, "text/event-stream", sse(_chunks(response)), {}
+    return 200, "application/json", json.dumps(response), {}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,17 +210,18 @@ def gemini_turn(
         contents.append(types.Content(role="user", parts=results))
 
 
-def play(client: Any, server: _Server, order: Sequence[int], tools: Any, stream: bool) -> None:
-    model = server.model = ScriptedGemini(order)
-    TicketService.opened = 0
+def play(client: Any, server: Loopback, order: Sequence[int], tools: Any, stream: bool) -> None:
+    model = ScriptedGemini(order)
+    server.answer = lambda path, body: reply(model, path, body)
+    server.failures.clear()
     contents: list[Any] = []
     for turn in order:
         TicketService.down = turn == 0
         answer = gemini_turn(client, contents, QUESTIONS[turn], tools, stream)
         if answer != ANSWERS[turn]:
-            raise AssertionError(f"turn {turn} answered {answer!r}; failures {model.failures}")
-    if model.failures or model.i != len(model.steps):
-        raise AssertionError(f"played {model.i} of {len(model.steps)}: {model.failures}")
+            raise AssertionError(f"turn {turn} answered {answer!r}; failures {server.failures}")
+    if server.failures or model.i != len(model.steps):
+        raise AssertionError(f"played {model.i} of {len(model.steps)}: {server.failures}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,42 +239,25 @@ def main(argv: Sequence[str]) -> None:
     from google import genai
     from google.genai import types
 
-    import loopwatch
     from loopwatch.attach.frameworks import instrument_frameworks
 
-    switch = Switch()
-    provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
-    provider.add_span_processor(switch)
-    trace.set_tracer_provider(provider)  # where @loopwatch.tool traces
-    # what loopwatch.instrument() switches on (its processor is added per run below instead)
+    provider, switch = global_provider()  # where @loopwatch.tool traces
+    # what loopwatch.instrument() switches on (its processor is added per run instead)
     switched = instrument_frameworks(provider)
     if entry_point not in switched:
         raise AssertionError(f"instrument() switched on {switched}, not {entry_point}")
-    tools = {
-        "create_ticket": loopwatch.tool(identity=["customer_id", "order_id"])(create_ticket),
-        "search_orders": loopwatch.tool(result="rows")(search_orders),
-    }
-    result: dict[str, Any] = {"runs": {}, "switched": switched}
-    with tempfile.TemporaryDirectory() as tmp, loopback() as server:
-        toml = Path(tmp) / "loopwatch.toml"
-        toml.write_text(LOOPWATCH_TOML, encoding="utf-8")
-        config = loopwatch.load_config(toml)
-        base_url = f"http://127.0.0.1:{server.server_address[1]}"
+    tools = quickstart_tools()
+    result: dict[str, Any] = {"switched": switched}
+    with loopback() as server:
         client = genai.Client(
-            api_key="offline", http_options=types.HttpOptions(base_url=base_url, timeout=30_000)
+            api_key="offline",
+            http_options=types.HttpOptions(base_url=server.base_url, timeout=30_000),
         )
-        for order in ORDERS:
-            for mode in MODES:
-                registry = CollectorRegistry()
-                processor = loopwatch.LoopwatchSpanProcessor(config=config, registry=registry)
-                switch.targets = [processor]
-                try:
-                    play(client, server, order, tools, mode == "stream")
-                    processor.force_flush(10_000)
-                finally:
-                    switch.targets = []
-                processor.shutdown()  # a turn still open is counted now (the idle timeout's way)
-                result["runs"][f"{''.join(map(str, order))}-{mode}"] = samples(registry)
+        result["runs"] = run_orders(
+            switch,
+            MODES,
+            lambda order, mode: play(client, server, order, tools, mode == "stream"),
+        )
     result["versions"] = {
         n: metadata.version(n) for n in ("google-genai", PACKAGES[instrumentation])
     }

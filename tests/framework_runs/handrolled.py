@@ -186,9 +186,9 @@ class ScriptedModel:
     results of every call the previous response asked for (by call id); ``requests`` keeps the
     request bodies."""
 
-    def __init__(self, sdk: str) -> None:
+    def __init__(self, sdk: str, order: Sequence[int] = (0, 1, 2)) -> None:
         self.sdk = sdk
-        self.steps = [(t, s) for t in range(3) for s in turn_steps(t)]
+        self.steps = [(t, s) for t in order for s in turn_steps(t)]
         self.i = 0
         self.pending: list[str] = []  # call ids the next request must answer
         self.requests: list[dict[str, Any]] = []

@@ -23,41 +23,38 @@ same entry-point name (``openai``), so the runner instruments with the chosen on
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import sys
-import tempfile
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-
 from tests.framework_runs.handrolled import (
     _GENAI_CONTENT,
     ANSWERS,
-    LOOPWATCH_TOML,
     QUESTIONS,
     TOOL_DESCRIPTIONS,
     TOOL_PARAMETERS,
     Step,
-    Switch,
     TicketService,
     Tools,
     _id,
     _load,
-    create_ticket,
     run_tool,
-    samples,
-    search_orders,
     turn_steps,
+)
+from tests.framework_runs.loopback import (
+    ORDERS,
+    Loopback,
+    Reply,
+    global_provider,
+    loopback,
+    quickstart_tools,
+    run_orders,
+    sse,
 )
 
 MODEL = "gpt-4.1-mini"
@@ -72,7 +69,6 @@ PACKAGES = {
     "openllmetry": "opentelemetry-instrumentation-openai",
     "otel-genai": "opentelemetry-instrumentation-genai-openai",
 }
-ORDERS = list(itertools.permutations(range(3)))
 MODES = ("stateless-unary", "stateless-stream", "chained-unary", "chained-stream")
 
 
@@ -92,7 +88,6 @@ class ScriptedResponses:
         self.i = 0
         self.pending: list[str] = []
         self.last_id: str | None = None
-        self.failures: list[str] = []
         self.lock = threading.Lock()
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -247,57 +242,15 @@ def _events(response: dict[str, Any]) -> list[dict[str, Any]]:
     return [{**e, "sequence_number": n} for n, e in enumerate(events)]
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        body = json.loads(self.rfile.read(length))
-        try:
-            if self.path != "/v1/responses":
-                raise AssertionError(f"unexpected path {self.path}")
-            response = self.server.model.answer(body)
-        except AssertionError as e:
-            self.server.model.failures.append(str(e))
-            self._send(400, "application/json", json.dumps({"error": {"message": str(e)}}))
-            return
-        if body.get("stream"):
-            text = "".join(
-                f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in _events(response)
-            )
-            self._send(200, "text/event-stream", text)
-        else:
-            self._send(200, "application/json", json.dumps(response))
-
-    def _send(self, status: int, content_type: str, text: str) -> None:
-        data = text.encode()
-        self.send_response(status)
-        self.send_header("content-type", content_type)
-        self.send_header("content-length", str(len(data)))
-        self.send_header("x-request-id", _id("req_", len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # quiet
-
-
-class _Server(ThreadingHTTPServer):
-    model: ScriptedResponses
-    daemon_threads = True
-
-
-@contextmanager
-def loopback() -> Iterator[_Server]:
-    server = _Server(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+def reply(model: ScriptedResponses, path: str, body: dict[str, Any]) -> Reply:
+    if path != "/v1/responses":
+        raise AssertionError(f"unexpected path {path}")
+    response = model.answer(body)
+    if body.get("stream"):
+        text = sse(_events(response), named=True)
+        return 200, "text/event-stream", text, {"x-request-id": _id("req_", len(text))}
+    text = json.dumps(response)
+    return 200, "application/json", text, {"x-request-id": _id("req_", len(text))}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -357,17 +310,18 @@ def responses_turn(client: Any, conversation: Conversation, question: str, tools
             new.append({"type": "function_call_output", "call_id": call.call_id, "output": text})
 
 
-def play(client: Any, server: _Server, order: Sequence[int], tools: Tools, mode: str) -> None:
-    model = server.model = ScriptedResponses(order, f"{order}-{mode}")
-    TicketService.opened = 0
+def play(client: Any, server: Loopback, order: Sequence[int], tools: Tools, mode: str) -> None:
+    model = ScriptedResponses(order, f"{order}-{mode}")
+    server.answer = lambda path, body: reply(model, path, body)
+    server.failures.clear()
     conversation = Conversation(mode.startswith("chained"), mode.endswith("stream"))
     for turn in order:
         TicketService.down = turn == 0
         answer = responses_turn(client, conversation, QUESTIONS[turn], tools)
         if answer != ANSWERS[turn]:
-            raise AssertionError(f"turn {turn} answered {answer!r}; failures {model.failures}")
-    if model.failures or model.i != len(model.steps):
-        raise AssertionError(f"played {model.i} of {len(model.steps)}: {model.failures}")
+            raise AssertionError(f"turn {turn} answered {answer!r}; failures {server.failures}")
+    if server.failures or model.i != len(model.steps):
+        raise AssertionError(f"played {model.i} of {len(model.steps)}: {server.failures}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -382,52 +336,33 @@ def main(argv: Sequence[str]) -> None:
     os.environ.update(env)
 
     import openai
-    from prometheus_client import CollectorRegistry
 
-    import loopwatch
-
-    switch = Switch()
-    provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
-    provider.add_span_processor(switch)
-    trace.set_tracer_provider(provider)  # where @loopwatch.tool traces
+    provider, switch = global_provider()  # where @loopwatch.tool traces
     _load(spec)().instrument(tracer_provider=provider)
-    tools: Tools = {
-        "create_ticket": loopwatch.tool(identity=["customer_id", "order_id"])(create_ticket),
-        "search_orders": loopwatch.tool(result="rows")(search_orders),
-    }
-    result: dict[str, Any] = {"runs": {}, "spans": {}}
-    with tempfile.TemporaryDirectory() as tmp, loopback() as server:
-        toml = Path(tmp) / "loopwatch.toml"
-        toml.write_text(LOOPWATCH_TOML, encoding="utf-8")
-        config = loopwatch.load_config(toml)
-        base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        client = openai.OpenAI(api_key="sk-offline", base_url=base_url, max_retries=0)
-        for order in ORDERS:
-            for mode in MODES:
-                registry = CollectorRegistry()
-                processor = loopwatch.LoopwatchSpanProcessor(config=config, registry=registry)
-                targets: list[Any] = [processor]
-                exporter = None
-                if record == mode and order == ORDERS[0]:
-                    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-                    from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
-                        InMemorySpanExporter,
-                    )
+    tools = quickstart_tools()
+    result: dict[str, Any] = {"spans": []}
+    with loopback() as server:
+        client = openai.OpenAI(
+            api_key="sk-offline", base_url=f"{server.base_url}/v1", max_retries=0
+        )
+        if record is not None:  # the first order's spans in that mode, played once more
+            from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+            from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+                InMemorySpanExporter,
+            )
 
-                    from tests.framework_runs.handrolled import span_json
+            from tests.framework_runs.handrolled import span_json
 
-                    exporter = InMemorySpanExporter()
-                    targets.append(SimpleSpanProcessor(exporter))
-                switch.targets = targets
-                try:
-                    play(client, server, order, tools, mode)
-                    processor.force_flush(10_000)
-                finally:
-                    switch.targets = []
-                processor.shutdown()  # a turn still open is counted now (the idle timeout's way)
-                result["runs"][f"{''.join(map(str, order))}-{mode}"] = samples(registry)
-                if exporter is not None:
-                    result["spans"] = [span_json(s) for s in exporter.get_finished_spans()]
+            exporter = InMemorySpanExporter()
+            switch.targets = [SimpleSpanProcessor(exporter)]
+            try:
+                play(client, server, ORDERS[0], tools, record)
+            finally:
+                switch.targets = []
+            result["spans"] = [span_json(s) for s in exporter.get_finished_spans()]
+        result["runs"] = run_orders(
+            switch, MODES, lambda order, mode: play(client, server, order, tools, mode)
+        )
     result["versions"] = {n: metadata.version(n) for n in ("openai", PACKAGES[instrumentation])}
     out.write_text(json.dumps(result), encoding="utf-8")
 

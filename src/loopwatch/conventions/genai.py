@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Final
 
-from loopwatch.conventions import adk
+from loopwatch.conventions import adk, litellm
 from loopwatch.conventions.emitter import TOOL, TURN, UNMARKED, Emitter, Held
 from loopwatch.conventions.family import ANY, Family
 from loopwatch.conventions.messages import Message, parse_messages
@@ -118,7 +118,12 @@ def held_messages(attrs: Mapping[str, Any]) -> Held | None:
         return None
     raw_output = attrs.get(OUTPUT_MESSAGES)
     held = {INPUT_MESSAGES: raw, OUTPUT_MESSAGES: raw_output}
-    return held, _size(raw) + _size(raw_output)
+    size = _size(raw) + _size(raw_output)
+    calls = litellm.held_calls(attrs)  # LiteLLM's callback: the output's calls, apart
+    if calls:
+        held.update(calls)
+        size += sum(map(_size, calls.values()))
+    return held, size
 
 
 def _size(value: Any) -> int:
@@ -136,7 +141,16 @@ def read_messages(attrs: Mapping[str, Any]) -> tuple[list[Message], list[Message
     if inputs is None:
         raise UnreadableHistory(INPUT_MESSAGES)
     raw_output = attrs.get(OUTPUT_MESSAGES)
-    return inputs, parse_messages(raw_output) if raw_output is not None else None
+    outputs = parse_messages(raw_output) if raw_output is not None else None
+    if outputs is not None and not any(m.calls for m in outputs):
+        calls = litellm.output_calls(attrs)
+        if calls:
+            answer = next((m for m in reversed(outputs) if m.role == "assistant"), None)
+            if answer is None:
+                answer = Message("assistant")
+                outputs.append(answer)
+            answer.calls.extend(calls)
+    return inputs, outputs
 
 
 EMITTER: Final = Emitter(

@@ -54,6 +54,8 @@ class Message:
     calls: list[tuple[str | None, str, Any]] = field(default_factory=list)
     results: list[tuple[str | None, Any, bool | None]] = field(default_factory=list)
     text: str = ""  # a user message's text (a reference, not a copy): it names the turn
+    # an assistant message recorded without its calls (LiteLLM's callback: ``"parts": []``)
+    lost: bool = False
 
 
 def _starts_turn(message: Message) -> bool:
@@ -90,15 +92,14 @@ def conversation(
         _turn_digest(inputs[first]) if first >= 0 else None, _id_counts(inputs, outputs or ())
     )
     asked, answers, position, unmatched = _history(inputs[first + 1 :], limit, keys)
-    requested, without_id, over_limit = _requested(outputs or (), asked, limit, position, keys)
     dangling: tuple[tuple[int | None, Any, bool | None], ...] = ()
-    if first < 0 and position == 0:  # results whose calls are in the previous call's output
-        dangling = tuple(
-            (call_span_id(r[0]) if r[0] else None, r[1], r[2])
-            for m in inputs[first + 1 :]
-            for r in m.results
-        )
-        unmatched = 0  # core.conversations joins them, and counts those it cannot
+    if position == 0:  # results whose calls are in the previous call's output
+        sent = _results_alone(inputs[first + 1 :], first < 0)
+        if sent is not None:
+            position, results = sent
+            dangling = tuple((call_span_id(r[0]) if r[0] else None, r[1], r[2]) for r in results)
+            unmatched = 0  # core.conversations joins them, and counts those it cannot
+    requested, without_id, over_limit = _requested(outputs or (), asked, limit, position, keys)
 
     asked_ids = {c: call_span_id(c) for c in asked}
 
@@ -141,6 +142,29 @@ def conversation(
         dangling,
         answer if requested else None,
     )
+
+
+def _results_alone(
+    messages: list[Message], chained: bool
+) -> tuple[int, list[tuple[str | None, Any, bool | None]]] | None:
+    """A turn's history that holds results and no call: ``(calls before the next request,
+    the results the previous model call's requests are answered by)``; None for another.
+    ``chained``: the history starts after the turn's user message (the Responses API's
+    ``previous_response_id``): every result is new. Else the calls were lost from assistant
+    messages (LiteLLM's callback): each result stands for one call in the position count, and
+    the results after the last such message are the new ones."""
+    if chained:
+        return 0, [r for m in messages for r in m.results]
+    last = -1
+    stood = 0
+    for index, message in enumerate(messages):
+        if message.lost:
+            last = index
+        stood += len(message.results)
+    if last < 0:
+        return None
+    new = [r for m in messages[last + 1 :] for r in m.results]
+    return stood - len(new), new
 
 
 def _id_counts(inputs: Sequence[Message], outputs: Sequence[Message]) -> dict[str, int]:
@@ -355,6 +379,11 @@ def message_from(m: Mapping[str, Any]) -> Message:
         for block in content:
             if isinstance(block, Mapping):
                 _part(message, block)
+    elif isinstance(parts, list) and result_role(message.role) and not message.results:
+        # LiteLLM's callback: a tool message's text in GenAI parts, its call id OpenAI's
+        text = _parts_text(parts)
+        if text is not None:
+            message.results.append((_text_or_none(m.get("tool_call_id")), text, None))
     calls = m.get("tool_calls")
     if isinstance(calls, list):
         for call in calls:
@@ -368,7 +397,19 @@ def message_from(m: Mapping[str, Any]) -> Message:
                         fn.get("arguments", fn.get("input")),
                     )
                 )
+    if message.role == "assistant" and parts == [] and content is None and not message.calls:
+        message.lost = True
     return message
+
+
+def _parts_text(parts: list[Any]) -> str | None:
+    texts: list[str] = []
+    for part in parts:
+        if isinstance(part, Mapping) and part.get("type") == "text":
+            text = part.get("content")
+            if isinstance(text, str):
+                texts.append(text)
+    return "\n".join(texts) if texts else None
 
 
 def _part(message: Message, part: Mapping[str, Any]) -> None:

@@ -124,7 +124,6 @@ UNREAD_PREFIXES = (
     "llm.request.functions.",
     "llm.is_streaming",
     "gen_ai.prompt.",
-    "gen_ai.completion.",
     "gen_ai.usage.cache",
     "gen_ai.usage.reasoning",
     "gen_ai.response.id",
