@@ -23,7 +23,7 @@ from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import fourteen_tickets
-from tests.helpers import Pipeline, S
+from tests.support.helpers import Pipeline, S
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
