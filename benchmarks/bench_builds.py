@@ -566,13 +566,8 @@ def service(args: argparse.Namespace) -> dict[str, Any]:
         ExportTraceServiceRequest,
     )
 
-    from benchmarks.bench_service import (
-        DRIVERS,
-        copies,
-        pre_into_service,
-        realistic_requests,
-        span_count,
-    )
+    from benchmarks.bench_service import DRIVERS, copies, pre_into_service, span_count
+    from testkit.streams import realistic_requests
 
     make = histories_requests if args.stream == "histories" else realistic_requests
     base = make(args.turns, seed=1)
@@ -719,7 +714,7 @@ def profile(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _mix_requests(turns: int, seed: int) -> list[bytes]:
-    from benchmarks.bench_service import realistic_requests
+    from testkit.streams import realistic_requests
 
     return realistic_requests(turns, seed)
 

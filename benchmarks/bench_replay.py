@@ -65,9 +65,10 @@ if __package__ in (None, ""):
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from benchmarks.bench_service import DRIVERS, copies, pre_into_service, realistic_requests
+from benchmarks.bench_service import DRIVERS, copies, pre_into_service
 from loopwatch.service.otlp import hex_ids_json
 from testkit.stored import COPY_EVERY_NS, collector_json_line, jaeger_v3_lines, stored_stream
+from testkit.streams import realistic_requests
 
 FILES = {
     "replay-proto": "traces.binpb",

@@ -17,6 +17,7 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 from loopwatch.service.otlp import hex_ids_json
@@ -92,7 +93,7 @@ def encode(service: str, spans: list[Span]) -> bytes:
     request = ExportTraceServiceRequest(
         resource_spans=[
             ResourceSpans(
-                resource={"attributes": resource_attrs}, scope_spans=[ScopeSpans(spans=spans)]
+                resource=Resource(attributes=resource_attrs), scope_spans=[ScopeSpans(spans=spans)]
             )
         ]
     )

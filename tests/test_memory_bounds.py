@@ -87,7 +87,7 @@ def test_capacity_evicts_the_oldest_and_late_spans_are_counted() -> None:
 def test_spans_per_turn_are_bounded() -> None:
     sink = CountingSink()
     dropped: list[str] = []
-    sink.dropped = dropped.append  # type: ignore[method-assign]
+    sink.dropped = dropped.append
     assembler = TurnAssembler(Config(max_spans_per_turn=5), sink)
     tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}
     for span_id in range(2, 10):

@@ -229,7 +229,7 @@ def test_a_forked_child_works_even_if_the_fork_came_mid_wait() -> None:
     registry = CollectorRegistry()
     processor = LoopwatchSpanProcessor(config=Config(queue_spans=10), registry=registry)
     span = ReadableSpan(name="x", context=SpanContext(1, 2, is_remote=False), end_time=1)
-    with processor._wake._cond:  # held, as by the worker inside Event.wait at the fork
+    with processor._wake._cond:  # type: ignore[attr-defined]  # held, as by the worker inside Event.wait at the fork
         pid = os.fork()
         if pid == 0:  # the child: on_end sets the wake event once the queue holds a batch
             try:

@@ -39,7 +39,8 @@ from testkit.attacks import (
     raw,
     slowloris,
 )
-from tests.support.service import EXPORT, get, running, settle, value, wait_for
+from testkit.serve_process import wait_for
+from tests.support.service import EXPORT, get, running, settle, value
 
 _TRACES = itertools.count(300_000)
 

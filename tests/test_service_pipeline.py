@@ -19,6 +19,7 @@ from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
 from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.otlp import REMOTE_PARENT, span_views
 from loopwatch.service.pipeline import Pipeline
+from testkit.serve_process import wait_for
 from tests.support.service import (
     DECLARED,
     get,
@@ -29,7 +30,6 @@ from tests.support.service import (
     settle,
     tickets,
     value,
-    wait_for,
 )
 
 
