@@ -40,7 +40,7 @@ HEADERS = {
 }
 
 
-class _Dumper(yaml.SafeDumper):
+class _Dumper(yaml.SafeDumper):  # type: ignore[misc]  # PyYAML ships no type hints
     pass
 
 
@@ -53,7 +53,7 @@ _Dumper.add_representer(str, _str)
 
 
 def dump(data: Any) -> str:
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=1000, allow_unicode=True)
+    return str(yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=1000, allow_unicode=True))
 
 
 def render() -> dict[str, str]:

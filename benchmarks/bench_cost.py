@@ -68,7 +68,7 @@ def _record_events(emit: Callable[[Any], None], events: list[Any] | None = None)
     from opentelemetry.context import Context
     from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-    from benchmarks.streams import provider
+    from testkit.streams import provider
 
     events = [] if events is None else events
 
@@ -87,8 +87,8 @@ def _drain_ns(events: Sequence[Any], setup: Sequence[Any] = ()) -> int:
     """Worker thread CPU for ``events`` (after ``setup``, untimed), queue filled beforehand."""
     from prometheus_client import CollectorRegistry
 
-    from benchmarks.streams import CONFIG
     from loopwatch import LoopwatchSpanProcessor
+    from testkit.streams import CONFIG
 
     processor = LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry())
     with processor._lock:  # the worker waits while the queue fills; this thread drains it
@@ -106,7 +106,7 @@ def _drain_ns(events: Sequence[Any], setup: Sequence[Any] = ()) -> int:
 
 
 def _worker_stream(name: str) -> Callable[[Any], None]:
-    from benchmarks import streams
+    from testkit import streams
 
     return {
         "genai": lambda t: streams.emit_mix(t, 150, seed=1, plain_per_turn=0, http_roots=False),
@@ -132,9 +132,9 @@ def child_stages(repeat: int) -> dict[str, Any]:
     without its error handling: keep the two in step)."""
     from prometheus_client import CollectorRegistry
 
-    from benchmarks.streams import CONFIG
     from loopwatch import LoopwatchSpanProcessor
     from loopwatch.core.records import kind_of
+    from testkit.streams import CONFIG
 
     events = _record_events(_worker_stream("genai"))
     spans = _ends(events)
@@ -206,8 +206,8 @@ def child_host(rate: float, seconds: float, segments: int) -> dict[str, Any]:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
     from prometheus_client import CollectorRegistry
 
-    from benchmarks.streams import CONFIG, emit_mix, provider
     from loopwatch import LoopwatchSpanProcessor
+    from testkit.streams import CONFIG, emit_mix, provider
 
     class Null(SpanExporter):
         def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -271,8 +271,8 @@ def _flat_emit(curve: str, n: int) -> tuple[Callable[[Any], None], Callable[[Any
     a fixed cost); small sizes repeat their unit to have ~1,000 spans or more to time."""
     from opentelemetry import trace
 
-    from benchmarks import streams
     from loopwatch.demo.emit import emit_turn
+    from testkit import streams
 
     repeat = max(1, 1000 // n)
     if curve == "roots":
@@ -327,10 +327,10 @@ def child_flat_service(n: int, repeat: int) -> dict[str, Any]:
     )
     from prometheus_client import CollectorRegistry
 
-    from benchmarks import streams
     from loopwatch.metrics.exporter import LoopwatchMetrics
     from loopwatch.service.otlp import span_views
     from loopwatch.service.pipeline import Pipeline
+    from testkit import streams
 
     def views(spans: Sequence[Any]) -> list[list[Any]]:
         out = []

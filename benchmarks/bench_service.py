@@ -87,7 +87,6 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.source_tree import export_package
-from benchmarks.streams import SeededIds, mixed_turn
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
@@ -95,7 +94,8 @@ from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.grpc_server import SERVICE
 from loopwatch.service.otlp import hex_ids_json, span_views
 from loopwatch.service.pipeline import Pipeline
-from tests.serve_process import ServeProcess
+from testkit.serve_process import ServeProcess
+from testkit.streams import SeededIds, mixed_turn, realistic_requests
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 512  # BatchSpanProcessor's default export batch
@@ -141,13 +141,6 @@ EXPORT_METHOD = f"/{SERVICE}/Export"
 DRIVERS = 2
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED)
 CONNECTIONS = 2
-
-
-def realistic_requests(turns: int, seed: int) -> list[bytes]:
-    from benchmarks.streams import emit_mix, record
-
-    spans = record(lambda t: emit_mix(t, turns, seed=seed))
-    return [encode_spans(b).SerializePartialToString() for b in batches(spans)]
 
 
 # What differs between real spans, fresh in every copy (so a copy costs the service what new
@@ -540,7 +533,7 @@ def views(args: argparse.Namespace) -> None:
 def drive(endpoint: str, turns: int, seed: int, realistic: bool = False) -> None:
     """``realistic``: the stream of streams.py (15-30 attributes a span), else the demo's."""
     if realistic:
-        from benchmarks.streams import emit_mix, record
+        from testkit.streams import emit_mix, record
 
         work = batches(record(lambda t: emit_mix(t, turns, seed=seed)))
     else:

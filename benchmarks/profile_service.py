@@ -44,10 +44,10 @@ from benchmarks.bench_service import (
     copies,
     go,
     pre_drivers,
-    realistic_requests,
     result,
     span_count,
 )
+from testkit.streams import realistic_requests
 
 # (stage, path fragments of loopwatch's modules): the innermost loopwatch frame decides
 STAGES = (

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import require_tool
-from tests.test_dashboards import exported_metric_names
+from tests.support.helpers import require_tool
+from tests.support.metric_names import exported_metric_names
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # alerts/ and dashboards/ are source, not installed packages
@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:  # alerts/ and dashboards/ are source, not install
 
 from alerts import build  # noqa: E402
 from mixin import config  # noqa: E402
+from tests.support.durations import duration_seconds  # noqa: E402
 
 ALERTS = ROOT / "alerts"
 RULE_FILES = sorted((ALERTS / "rules").glob("*.yaml"))
@@ -61,11 +62,6 @@ def rules() -> list[dict[str, Any]]:
 
 def alerts() -> dict[str, dict[str, Any]]:
     return {r["alert"]: r for r in rules() if "alert" in r}
-
-
-def duration_seconds(text: str) -> int:
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-    return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([smhdw])", text))
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

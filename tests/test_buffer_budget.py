@@ -21,8 +21,8 @@ from loopwatch.core.records import Link
 from loopwatch.core.span_view import SpanView
 from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.pipeline import Pipeline
-from tests.test_memory_bounds import CountingSink
-from tests.test_service_pipeline import DECLARED, rootless, tickets
+from tests.support.service import DECLARED, rootless, tickets
+from tests.support.sinks import CountingSink
 
 MB = 1024 * 1024
 

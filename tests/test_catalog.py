@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from loopwatch.metrics.exporter import LoopwatchMetrics, catalog
+from loopwatch.metrics import catalog
+from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service import metrics_server
 
 ROOT = Path(__file__).resolve().parent.parent

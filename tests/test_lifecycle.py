@@ -30,7 +30,7 @@ from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import fourteen_tickets
 from loopwatch.metrics import catalog
 from loopwatch.metrics.exporter import LoopwatchMetrics
-from tests.helpers import ROOT, Pipeline, S, keep_build
+from tests.support.helpers import ROOT, Pipeline, S, keep_build
 
 WAIT = 30.0  # bounds a hang only: every wait here is for a state the worker reaches
 AGENT = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}

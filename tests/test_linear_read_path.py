@@ -341,7 +341,7 @@ def _flat_history(n: int) -> str:
 
 
 def _read_history(text: str) -> object:
-    attrs = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": text}
+    attrs: dict[str, object] = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": text}
     return _read(attrs)
 
 

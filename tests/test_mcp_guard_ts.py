@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import require_tool
-from tests.test_mcp_guard import CONFIG, ROOT, SERVER
+from tests.support.helpers import require_tool
+from tests.support.mcp_guard import CONFIG, ROOT, SERVER
 
 CLIENT = ROOT / "tests" / "ts-client"
 

@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-import tests.test_conventions as conventions
-from benchmarks.streams import STREAMS, record
+import tests.support.span_shapes as conventions
 from loopwatch.attach.processor import span_view
 from loopwatch.conventions.read import (
     UNREAD_PREFIXES,
@@ -22,24 +21,8 @@ from loopwatch.conventions.read import (
 )
 from loopwatch.core.records import Link, TurnMark
 from loopwatch.core.span_view import SpanView
-
-
-class Recording(dict[str, Any]):
-    """Attributes that remember every key read_span asks for."""
-
-    asked: set[str]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        self.asked.add(key)
-        return super().get(key, default)
-
-    def __getitem__(self, key: str) -> Any:
-        self.asked.add(key)
-        return super().__getitem__(key)
-
-    def __contains__(self, key: object) -> bool:
-        self.asked.add(str(key))
-        return super().__contains__(key)
+from testkit.streams import STREAMS, record
+from tests.support.recording import Recording
 
 
 def _views_in(value: Any) -> list[SpanView]:

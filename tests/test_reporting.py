@@ -28,8 +28,8 @@ from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.activity import Activity
 from loopwatch.service.run import add_arguments
 from loopwatch.version import VERSION
-from tests.helpers import Pipeline, S
-from tests.serve_process import ServeProcess
+from testkit.serve_process import ServeProcess
+from tests.support.helpers import Pipeline, S
 
 TICKETS = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})
 

@@ -13,8 +13,6 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import generate_latest
 
-from benchmarks.golden import GOLDEN, in_process, normalize
-from benchmarks.streams import STREAMS, provider
 from loopwatch import LoopwatchSpanProcessor
 from loopwatch.attach import read_fields
 from loopwatch.attach.read_api import PUBLIC
@@ -22,7 +20,9 @@ from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
 from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
-from tests.helpers import S
+from testkit.golden import GOLDEN, in_process, normalize
+from testkit.streams import STREAMS, provider
+from tests.support.helpers import S
 
 DECLARED = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})
 

@@ -22,8 +22,8 @@ from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
 from loopwatch.demo.scenarios import eleven_empty_searches, flaky, fourteen_tickets, healthy
 from loopwatch.service.otlp import hex_ids_json
-from tests.helpers import Pipeline, S
-from tests.service_support import post, running, settle, snapshot, value
+from tests.support.helpers import Pipeline, S
+from tests.support.service import post, running, settle, snapshot, value
 
 CONFIG = Config(
     tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))},

@@ -119,7 +119,7 @@ def _constants(trees: dict[Path, ast.Module]) -> dict[str, str]:
         for node in tree.body:
             value = node.value if isinstance(node, ast.Assign) else None
             if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                for target in node.targets:  # type: ignore[union-attr]
+                for target in node.targets if isinstance(node, ast.Assign) else ():
                     if isinstance(target, ast.Name):
                         out[target.id] = value.value
     return out

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 import loopwatch
 from loopwatch.core.declarations import REGISTRY
-from tests.helpers import Pipeline
+from tests.support.helpers import Pipeline
 
 CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 

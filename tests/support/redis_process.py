@@ -8,7 +8,7 @@ from pathlib import Path
 
 import redis
 
-from tests.serve_process import free_port
+from testkit.serve_process import free_port
 
 
 class RedisProcess:

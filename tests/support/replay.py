@@ -11,11 +11,9 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
-import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +37,7 @@ from loopwatch.demo.scenarios import (
 )
 from loopwatch.history.replay import Outcome, run_replay
 from loopwatch.metrics.exporter import LoopwatchMetrics
-from loopwatch.service.otlp import hex_ids
-from tests.helpers import Pipeline, S
+from tests.support.helpers import Pipeline, S
 
 TICKETS = {"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))}
 CONFIG = Config(tools=TICKETS)
@@ -77,78 +74,6 @@ def record(
 def batches(spans: Sequence[ReadableSpan], size: int = BATCH) -> list[Any]:
     """The spans as the exporter's requests, ``size`` spans each, in the order they ended."""
     return [encode_spans(list(spans[i : i + size])) for i in range(0, len(spans), size)]
-
-
-def collector_json_line(request: Any) -> bytes:
-    """One request as the file exporter's ``format: json`` writes it (pdata's JSON)."""
-    document = json_format.MessageToDict(request, use_integers_for_enums=True)
-    return json.dumps(hex_ids(document), separators=(",", ":")).encode() + b"\n"
-
-
-def write_collector_json(path: Path, requests: Iterable[Any], compress: bool = False) -> Path:
-    data = b"".join(collector_json_line(r) for r in requests)
-    path.write_bytes(gzip.compress(data) if compress else data)
-    return path
-
-
-def jaeger_v3_answer(requests: Iterable[Any]) -> bytes:
-    """Jaeger 2's API v3 answer to a trace search (``/api/v3/traces``, buffered): every trace's
-    OTLP JSON (pdata's, as the file exporter's) in one ``TracesData`` under ``result``, one
-    line with no newline after it."""
-    resource_spans = [
-        rs for r in requests for rs in json.loads(collector_json_line(r))["resourceSpans"]
-    ]
-    return json.dumps({"result": {"resourceSpans": resource_spans}}, separators=(",", ":")).encode()
-
-
-def jaeger_v3_stream(requests: Iterable[Any], last: bytes = b'{"end":true}') -> bytes:
-    """The same answer streamed (``Accept: application/x-ndjson``): a ``result`` line per
-    message of the gRPC stream, then the end marker (or an ``error`` line)."""
-    return jaeger_v3_lines((collector_json_line(r) for r in requests), last)
-
-
-def jaeger_v3_lines(lines: Iterable[bytes], last: bytes = b'{"end":true}') -> bytes:
-    """File exporter JSON lines as Jaeger API v3's streamed answer, each under ``result``."""
-    return b"".join(b'{"result":' + line.rstrip(b"\n") + b"}\n" for line in lines) + last + b"\n"
-
-
-# the values that differ between copies of a stored stream: trace ids and times
-_COPIED = re.compile(rb'"(traceId|startTimeUnixNano|endTimeUnixNano|timeUnixNano)":"([0-9a-f]+)"')
-
-
-def timed_copies(lines: Sequence[bytes], copies: int, every_ns: int) -> Iterator[bytes]:
-    """``copies`` copies of file exporter JSON lines, as a long stored stream in time order:
-    each copy's traces under new trace ids and its times ``every_ns`` after the copy before.
-    Text is substituted, no span built, so ten million spans take minutes, not hours."""
-    templates = []
-    for line in lines:
-        parts = _COPIED.split(line)  # text, (key, value, text)...
-        holes = [
-            (parts[i] == b"traceId", int(parts[i + 1], 16 if parts[i] == b"traceId" else 10))
-            for i in range(1, len(parts), 3)
-        ]
-        texts = [parts[0], *(b'"' + parts[i] + b'":"' for i in range(1, len(parts), 3))]
-        tails = [b'"' + parts[i + 2] for i in range(1, len(parts), 3)]
-        templates.append((texts, holes, tails))
-    for k in range(copies):
-        salt, shift = k << 64, k * every_ns
-        for texts, holes, tails in templates:
-            out = [texts[0]]
-            for text, (is_trace, value), tail in zip(texts[1:], holes, tails, strict=True):
-                out.append(text)
-                out.append(b"%032x" % (value ^ salt) if is_trace else b"%d" % (value + shift))
-                out.append(tail)
-            yield b"".join(out)
-
-
-def write_collector_proto(path: Path, requests: Iterable[Any]) -> Path:
-    """The file exporter's ``format: proto``: each message after its 4-byte big-endian length."""
-    out = bytearray()
-    for r in requests:
-        body = r.SerializeToString()
-        out += len(body).to_bytes(4, "big") + body
-    path.write_bytes(bytes(out))
-    return path
 
 
 # -- Jaeger ----------------------------------------------------------------------------------------

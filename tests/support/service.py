@@ -1,5 +1,5 @@
 """Helpers for the service tests: the service in process on ephemeral ports, OTLP requests,
-metric snapshots. (``loopwatch serve`` as a child process: tests/serve_process.py.)"""
+metric snapshots. (``loopwatch serve`` as a child process: testkit/serve_process.py.)"""
 
 from __future__ import annotations
 
@@ -9,14 +9,19 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from loopwatch.core.config import Config
+from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.core.span_view import SpanView
+from loopwatch.demo.scenarios import fourteen_tickets
 from loopwatch.metrics.catalog import FAMILIES, QUEUE_SPANS
 from loopwatch.service.app import Addresses, Service
-from tests.serve_process import wait_for
+from loopwatch.service.otlp import span_views
+from testkit.serve_process import wait_for
 
 LOOPBACK = Addresses("127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0")
 # values that differ between two correct runs: wall-clock timestamps, and how far the queue had
@@ -115,3 +120,22 @@ def request_for(*turns: Any, service: str = "support-agent", start_s: int = 1000
         t = emit_turn(tracer, turn, t) + 1_000_000_000
     provider.shutdown()
     return encode_spans(list(memory.get_finished_spans()))
+
+
+DECLARED = {"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))}
+
+
+def tickets() -> list[SpanView]:
+    spans = span_views(request_for(fourteen_tickets())).spans
+    assert spans[-1].parent_id is None  # the root ends last
+    return spans
+
+
+def rootless(spans: list[SpanView]) -> list[SpanView]:
+    """The trace as a receiver sees it when the root (an HTTP server span, say) never comes:
+    the agent span hangs under a parent that is not there."""
+    agent = replace(spans[-1], parent_id=0x5EED)
+    return [*spans[:-1], agent]
+
+
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"

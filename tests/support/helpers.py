@@ -38,7 +38,7 @@ def keep_build(env: dict[str, str], *first: object) -> dict[str, str]:
     return out
 
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def venv_python(venv: str | None) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -393,3 +394,13 @@ def _model_call(tracer: Tracer, history: Any, answer: Any, t: int) -> int:
     )
     span.end(end_time=t + 400 * MS)
     return t + 450 * MS
+
+
+def realistic_requests(turns: int, seed: int) -> list[bytes]:
+    """The mixed stream of ``turns`` turns as serialized OTLP requests of 512 spans each (a
+    BatchSpanProcessor's default export batch)."""
+    spans = record(lambda t: emit_mix(t, turns, seed=seed))
+    return [
+        encode_spans(spans[i : i + 512]).SerializePartialToString()
+        for i in range(0, len(spans), 512)
+    ]

@@ -41,12 +41,10 @@ from typing import Any, TextIO
 import yaml
 from prometheus_client import CollectorRegistry
 
-from loopwatch.core.config import Config
-from loopwatch.core.keys import AttemptKey
-from loopwatch.core.records import LlmMark, ToolCall, TurnMark
-from loopwatch.core.summary import TurnSummary, summarize
+from loopwatch.core.summary import TurnSummary
 from loopwatch.metrics.exporter import LoopwatchMetrics
-from tests.serve_process import free_port
+from testkit.serve_process import free_port
+from testkit.summaries import turn_summary
 
 MINUTE = 60
 DAY = 1440  # minutes
@@ -54,8 +52,6 @@ T0 = 1_767_225_600  # 2026-01-01T00:00:00Z: the first minute of every history
 CHANGE = 8 * DAY  # the change happens after eight days: a full baseline week ending a day ago
 FINE_FROM = CHANGE - 60  # one scrape a minute from here on
 COARSE_EVERY = 30  # minutes between scrapes before that
-SERVICE, AGENT = "shop", "support"
-TICKET, SEARCH = "create_ticket", "search_orders"
 
 
 @dataclass(frozen=True)
@@ -91,56 +87,6 @@ class Replica:
 
     def __post_init__(self) -> None:
         self.metrics = LoopwatchMetrics(self.registry)
-
-
-# -- turns through loopwatch's core ----------------------------------------------------------------
-_CONFIG = Config()
-_summaries: dict[tuple[str, str, int], TurnSummary] = {}
-
-
-def turn_summary(model: str, ticket_version: str, attempts: int) -> TurnSummary:
-    """One turn: `attempts` create_ticket calls on one key (timeouts when repeated), one search."""
-    key = (model, ticket_version, attempts)
-    cached = _summaries.get(key)
-    if cached is not None:  # summaries differ only by trace id (an exemplar), never by numbers
-        return cached
-    outcome = "timeout" if attempts > 1 else "ok"
-    calls = [
-        ToolCall(
-            span_id=10 + i,
-            parent_id=1,
-            start_ns=(i + 1) * 1_000_000_000,
-            end_ns=(i + 1) * 1_000_000_000 + 500_000_000,
-            tool=TICKET,
-            key=AttemptKey(TICKET, "c_40912/88214", outcome),
-            error_class=outcome,
-            result="unknown",
-            arguments_known=True,
-            tool_version=ticket_version,
-            agent=AGENT,
-        )
-        for i in range(attempts)
-    ]
-    calls.append(
-        ToolCall(
-            span_id=9,
-            parent_id=1,
-            start_ns=500_000_000,
-            end_ns=600_000_000,
-            tool=SEARCH,
-            key=AttemptKey(SEARCH, "boots refund", "rows"),
-            error_class="ok",
-            result="rows",
-            arguments_known=True,
-            tool_version="s-1",
-            agent=AGENT,
-        )
-    )
-    llm = LlmMark(span_id=2, parent_id=1, start_ns=100_000_000, end_ns=200_000_000, model=model)
-    mark = TurnMark(1, None, 0, (attempts + 2) * 1_000_000_000, AGENT, None)
-    summary = summarize(len(_summaries) + 1, SERVICE, mark, calls, [llm], _CONFIG)
-    _summaries[key] = summary
-    return summary
 
 
 def _attempts(phase: Phase, index: int, rng: random.Random, loop_at: dict[int, int]) -> int:

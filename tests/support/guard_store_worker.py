@@ -1,6 +1,7 @@
-"""One worker process of the guard store tests: ``python -m tests.guard_store_worker MODE DIR
-STORE INDEX``. It guards ``create_ticket`` with an arbiter on STORE and writes what it got to
-DIR/answer-INDEX.json. Files in DIR are the only channel between the workers and the test.
+"""One worker process of the guard store tests:
+``python -m tests.support.guard_store_worker MODE DIR STORE INDEX``. It guards ``create_ticket``
+with an arbiter on STORE and writes what it got to DIR/answer-INDEX.json. Files in DIR are the
+only channel between the workers and the test.
 
 race: wait for DIR/go (``early`` workers) or DIR/done (the others), then call; the call that
 runs writes DIR/effects (one line a ticket), holds until 3 in-progress answers are written,
