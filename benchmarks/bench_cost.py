@@ -133,6 +133,8 @@ def child_stages(repeat: int) -> dict[str, Any]:
     from prometheus_client import CollectorRegistry
 
     from loopwatch import LoopwatchSpanProcessor
+    from loopwatch.attach.processor import EndRecord, PlainEnd, SpanStart
+    from loopwatch.attach.read_fields import StartFields
     from loopwatch.core.records import kind_of
     from testkit.streams import CONFIG
 
@@ -153,17 +155,17 @@ def child_stages(repeat: int) -> dict[str, Any]:
             while queue:
                 t0 = clock()
                 items = [
-                    item if type(item) is tuple else p._ended(item)
+                    item if isinstance(item, (StartFields, SpanStart)) else p._ended(item)
                     for item in (queue.popleft() for _ in range(min(len(queue), 256)))
                 ]
                 t1 = clock()
                 for item in items:
-                    if len(item) == 5:
-                        p._plain(*item)
-                    elif len(item) != 3:  # a start
+                    if isinstance(item, PlainEnd):
+                        p._plain(item)
+                    elif isinstance(item, EndRecord):
+                        p._assembler.add(item.trace_id, item.service, item.record)
+                    else:  # a start
                         p._started(item)
-                    else:
-                        p._assembler.add(*item)
                 t2 = clock()
                 p._assembler.publish()
                 took["read"] += t1 - t0
@@ -180,7 +182,8 @@ def child_stages(repeat: int) -> dict[str, Any]:
     for e in events:
         if not isinstance(e, tuple):
             read = p._ended(e)
-            by_kind.setdefault(kind_of(read[2]) if len(read) == 3 else "plain", []).append(e)
+            kind = kind_of(read.record) if isinstance(read, EndRecord) else "plain"
+            by_kind.setdefault(kind, []).append(e)
     p.shutdown()
     for kind, ended in by_kind.items():
         times = []
