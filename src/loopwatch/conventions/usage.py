@@ -1,4 +1,4 @@
-"""The tokens a model call used, as its span reports them (span-conventions.md).
+"""The tokens a model call used, as its span reports them under each convention.
 
 Input and output are read from the first of these attributes set to a whole number >= 0:
 
