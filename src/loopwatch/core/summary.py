@@ -328,6 +328,31 @@ def _tool_summaries(
     return tools
 
 
+class _Streak:
+    """Runs of consecutive calls with one value (a failing call's error class, a result's data):
+    the longest, and whether a run holding more than one key reached ``threshold``."""
+
+    def __init__(self, threshold: int) -> None:
+        self.threshold = threshold
+        self.run = 0  # 0: no run (the previous call broke it)
+        self.longest = 0
+        self.value: object = None  # the run's value
+        self.first = ""  # the identity of the run's first key
+        self.keys = False  # the run holds more than one key
+
+    def step(self, value: object, identity: str) -> bool:
+        """The next call, with a value; True when its run is a loop."""
+        if self.run and value == self.value:
+            self.run += 1
+            self.keys = self.keys or identity != self.first
+        else:
+            self.run, self.value, self.first, self.keys = 1, value, identity, False
+        if self.run > self.longest:
+            self.longest = self.run
+        # a run of one key is that key's attempts (a repeat loop), not a streak of its own
+        return self.keys and self.run >= self.threshold
+
+
 def _tool_summary(
     tool: str,
     tool_calls: list[ToolCall],
@@ -368,12 +393,8 @@ def _tool_summary(
                 start += n
     # one pass over the tool's calls in start order: no-rows, failing and same-result runs
     run = longest = bare = inferred = 0
-    fail_run = fail_longest = same_run = same_longest = 0
-    fail_class = fail_first = same_first = ""  # the run's class; the identity of its first key
-    fail_keys = same_keys = False  # the run holds more than one key
-    same_previous = 0
-    failing_threshold = config.failing_threshold_for(declaration)
-    same_threshold = config.same_result_threshold_for(declaration)
+    failing = _Streak(config.failing_threshold_for(declaration))  # one error class
+    same_data = _Streak(config.same_result_threshold_for(declaration))  # one result's data
     readable, version = False, ""
     classes: dict[str, int] = {}
     for c in tool_calls:
@@ -385,32 +406,15 @@ def _tool_summary(
         else:
             run = 0
         error_class = c.error_class
-        if error_class != OK:
-            if fail_run and error_class == fail_class:
-                fail_run += 1
-                fail_keys = fail_keys or c.key.identity != fail_first
-            else:
-                fail_run, fail_class, fail_first, fail_keys = 1, error_class, c.key.identity, False
-            if fail_run > fail_longest:
-                fail_longest = fail_run
-            # a run of one key is that key's attempts (a repeat loop), not a streak of its own
-            if fail_keys and fail_run >= failing_threshold:
-                loops.add((error_class, FAILING))
-        else:
-            fail_run = 0
+        if error_class == OK:
+            failing.run = 0
+        elif failing.step(error_class, c.key.identity):
+            loops.add((error_class, FAILING))
         same = c.same_result
         if not same:  # a failure, an empty result, an acknowledgement, a result not read
-            same_run = same_previous = 0
-        else:
-            if same == same_previous:
-                same_run += 1
-                same_keys = same_keys or c.key.identity != same_first
-            else:
-                same_run, same_previous, same_first, same_keys = 1, same, c.key.identity, False
-            if same_run > same_longest:
-                same_longest = same_run
-            if same_keys and same_run >= same_threshold:
-                loops.add((OK, SAME_RESULT))
+            same_data.run = 0
+        elif same_data.step(same, c.key.identity):
+            loops.add((OK, SAME_RESULT))
         readable = readable or result != UNKNOWN
         version = version or c.tool_version
         classes[error_class] = classes.get(error_class, 0) + 1
@@ -435,8 +439,8 @@ def _tool_summary(
         (),
         inferred,
         tuple(looping) if looping else (),
-        same_longest if readable else None,
-        fail_longest,
+        same_data.longest if readable else None,
+        failing.longest,
     )
 
 

@@ -61,6 +61,16 @@ class Replay:
     error: BaseException | None
 
 
+def _answer(verdict: Replay | TerminalResult) -> Any:
+    """What a call not run gets: the first call's result, its exception raised again, or the
+    terminal result."""
+    if isinstance(verdict, Replay):
+        if verdict.error is not None:
+            raise verdict.error
+        return verdict.result
+    return verdict
+
+
 @dataclass(eq=False)
 class IdempotencyArbiter:
     """Suppress duplicates of an identity key within ``window_seconds``.
@@ -193,12 +203,8 @@ class IdempotencyArbiter:
     def call(self, tool: str, arguments: Any, fn: Callable[[], T]) -> T | TerminalResult | Any:
         """Run ``fn`` once per identity key within the window."""
         verdict = self.admit(tool, arguments)
-        if isinstance(verdict, Replay):
-            if verdict.error is not None:
-                raise verdict.error
-            return verdict.result
-        if isinstance(verdict, TerminalResult):
-            return verdict
+        if not isinstance(verdict, Admitted):
+            return _answer(verdict)
         try:
             result = fn()
         except Exception as e:
@@ -212,12 +218,8 @@ class IdempotencyArbiter:
     ) -> T | TerminalResult | Any:
         """:meth:`call` for coroutines."""
         verdict = self.admit(tool, arguments)
-        if isinstance(verdict, Replay):
-            if verdict.error is not None:
-                raise verdict.error
-            return verdict.result
-        if isinstance(verdict, TerminalResult):
-            return verdict
+        if not isinstance(verdict, Admitted):
+            return _answer(verdict)
         try:
             result = await fn()
         except Exception as e:

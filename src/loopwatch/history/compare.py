@@ -286,16 +286,18 @@ def write_text(c: Comparison, out: TextIO, threshold: int) -> None:
         out.write(f"  {agent:<12} {model:<22} baseline {base}\n")
         out.write(f"  {'':<12} {'':<22} candidate {cand}\n")
     if c.new_models or c.new_versions:
-        out.write("\nNew in the candidate: ")
-        out.write(
-            ", ".join(
-                [f"model {m} (agent {a})" for a, m in c.new_models]
-                + [f"{t} version {v or '-'}" for t, v in c.new_versions]
-            )
-        )
-        out.write("\n")
+        out.write(f"\nNew in the candidate: {_new_in_candidate(c, '')}\n")
     out.write(f"\nTest: {TEST_NAME}, alpha {c.alpha:g}\n")
     out.write(f"\n{verdict_line(c)}\n")
+
+
+def _new_in_candidate(c: Comparison, quote: str) -> str:
+    """The models and tool versions only the candidate has, names between ``quote``s."""
+    q = quote
+    return ", ".join(
+        [f"model {q}{m}{q} (agent {a})" for a, m in c.new_models]
+        + [f"{q}{t}{q} version {q}{v or '-'}{q}" for t, v in c.new_versions]
+    )
 
 
 def write_markdown(c: Comparison, out: TextIO, threshold: int) -> None:
@@ -335,14 +337,7 @@ def write_markdown(c: Comparison, out: TextIO, threshold: int) -> None:
     for agent, model, base, cand in _rows(c, threshold):
         out.write(f"| {agent} | {model} | {base} | {cand} |\n")
     if c.new_models or c.new_versions:
-        out.write("\nNew in the candidate: ")
-        out.write(
-            ", ".join(
-                [f"model `{m}` (agent {a})" for a, m in c.new_models]
-                + [f"`{t}` version `{v or '-'}`" for t, v in c.new_versions]
-            )
-        )
-        out.write("\n")
+        out.write(f"\nNew in the candidate: {_new_in_candidate(c, '`')}\n")
 
 
 def to_json(c: Comparison, baseline: Outcome, candidate: Outcome) -> dict[str, Any]:

@@ -529,28 +529,23 @@ class Reader:
     def _counted(self, read: JsonDecoded, where: str) -> Batch:
         if read.base64_ids:
             self.stats.note(f"{where}: ids in base64 (protobuf's JSON mapping) read as such")
-        if read.rejected:
-            self.stats.rejected_spans += read.rejected
-            self.stats.note(
-                f"{where}: {read.rejected} spans with an invalid trace or span id left out"
-            )
-        self.stats.units += 1
-        self.stats.spans += len(read.spans)
-        return read.spans
+        return self._taken(read.spans, read.rejected, where)
 
     def _views(self, request: Any, where: str) -> Batch:
         try:
             decoded = span_views(request)
         except RequestError as e:
             raise InputError(str(e)) from None
-        if decoded.rejected:
-            self.stats.rejected_spans += decoded.rejected
-            self.stats.note(
-                f"{where}: {decoded.rejected} spans with an invalid trace or span id left out"
-            )
+        return self._taken(decoded.spans, decoded.rejected, where)
+
+    def _taken(self, spans: Batch, rejected: int, where: str) -> Batch:
+        """One unit's spans, counted (and those rejected for invalid ids)."""
+        if rejected:
+            self.stats.rejected_spans += rejected
+            self.stats.note(f"{where}: {rejected} spans with an invalid trace or span id left out")
         self.stats.units += 1
-        self.stats.spans += len(decoded.spans)
-        return decoded.spans
+        self.stats.spans += len(spans)
+        return spans
 
     def _proto_single(self, label: str, stream: Any) -> Iterator[Batch]:
         body = stream.read(MAX_UNIT_BYTES + 1)

@@ -3,15 +3,11 @@ write transaction (``BEGIN IMMEDIATE``), so a check and its reservation are atom
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sqlite3
-import threading
 from collections.abc import Callable
 
-from loopwatch.guards.stores.base import StoreError
 from loopwatch.guards.stores.counts_base import Change, kept_on_overflow, merged
-from loopwatch.guards.stores.sqlite_store import SWEEP_EVERY, connect
+from loopwatch.guards.stores.sqlite_file import SWEEP_EVERY, SqliteFile, write_transaction
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS loopwatch_breaker_scopes (
@@ -29,45 +25,33 @@ CREATE TABLE IF NOT EXISTS loopwatch_breaker_fields (
 """
 
 
-class SqliteCounts:
+class SqliteCounts(SqliteFile):
     """Scopes in one SQLite file; at most ``max_scopes`` after each sweep (oldest dropped)."""
 
-    def __init__(self, path: str, max_scopes: int, clock: Callable[[], float]) -> None:
-        self.path = path
-        self.url = f"sqlite:///{path}"
-        self.max_scopes = max_scopes
-        self.clock = clock  # wall-clock seconds: every process of the host must agree on it
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._pid = 0
-        self._updates = 0
-        self._evicted = 0
+    SCHEMA = _SCHEMA
+    COUNTED_TABLE = "loopwatch_breaker_scopes"
 
-    def _connection(self) -> sqlite3.Connection:
-        # a forked worker (gunicorn --preload) must not share its parent's connection
-        if self._conn is None or self._pid != os.getpid():
-            self._conn, self._pid = connect(self.path, _SCHEMA), os.getpid()
-        return self._conn
+    def __init__(self, path: str, max_scopes: int, clock: Callable[[], float]) -> None:
+        super().__init__(path, clock)
+        self.max_scopes = max_scopes
+        self._updates = 0
 
     def update(
         self, scope: str, fields: tuple[str, ...], window_seconds: float, change: Change
     ) -> None:
-        with self._lock:
-            try:
-                self._update(scope, fields, window_seconds, change)
-            except (sqlite3.Error, OSError) as e:
-                self._drop_connection()  # the next call opens the file again
-                raise StoreError(f"{self.url}: {type(e).__name__}: {e}") from None
+        with self._locked() as conn:
+            self._update(conn, scope, fields, window_seconds, change)
 
     def _update(
-        self, scope: str, fields: tuple[str, ...], window_seconds: float, change: Change
+        self,
+        conn: sqlite3.Connection,
+        scope: str,
+        fields: tuple[str, ...],
+        window_seconds: float,
+        change: Change,
     ) -> None:
-        conn = self._connection()
         now = self.clock()
-        conn.execute(
-            "BEGIN IMMEDIATE"
-        )  # the write lock before reading: no two processes interleave
-        try:
+        with write_transaction(conn):
             self._updates += 1
             if self._updates % SWEEP_EVERY == 1:
                 self._sweep(conn, now)
@@ -90,11 +74,6 @@ class SqliteCounts:
             writes = change(values, now)
             if writes:
                 self._write(conn, scope, values, writes, now + window_seconds)
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
 
     def _write(
         self,
@@ -148,29 +127,3 @@ class SqliteCounts:
             conn.execute("DELETE FROM loopwatch_breaker_fields WHERE scope = ?", (s,))
             conn.execute("DELETE FROM loopwatch_breaker_scopes WHERE scope = ?", (s,))
         self._evicted += len(over)
-
-    def _drop_connection(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(sqlite3.Error):
-                conn.close()
-
-    def __len__(self) -> int:
-        try:
-            with self._lock:
-                (n,) = (
-                    self._connection()
-                    .execute("SELECT count(*) FROM loopwatch_breaker_scopes")
-                    .fetchone()
-                )
-        except (sqlite3.Error, OSError) as e:
-            raise StoreError(f"{self.url}: {type(e).__name__}: {e}") from None
-        return int(n)
-
-    @property
-    def evicted(self) -> int:
-        return self._evicted
-
-    def close(self) -> None:
-        with self._lock:
-            self._drop_connection()
