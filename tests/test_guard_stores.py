@@ -135,9 +135,9 @@ def test_sqlite_lease_with_an_injected_clock(tmp_path: Path) -> None:
 def test_sqlite_is_bounded(tmp_path: Path) -> None:
     now = [0.0]
     store = open_store(f"sqlite:///{tmp_path}/g.db", max_keys=5, clock=lambda: now[0])
-    from loopwatch.guards.stores import sqlite_store
+    from loopwatch.guards.stores import sqlite_file
 
-    for i in range(sqlite_store.SWEEP_EVERY + 1):
+    for i in range(sqlite_file.SWEEP_EVERY + 1):
         now[0] += 1
         store.claim(f"k{i}", "t", 10, 100)
     # the sweep at claim 257 (t=257) deleted the 157 expired rows (first_at <= 157), then the
