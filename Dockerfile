@@ -11,7 +11,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
 WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
 COPY build_backend ./build_backend
-COPY processor ./processor
+COPY src ./src
 RUN LOOPWATCH_COMPILE=1 pip wheel --no-deps --wheel-dir /wheels .
 
 FROM python:3.11.11-slim

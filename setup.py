@@ -13,20 +13,20 @@ from pathlib import Path
 from setuptools import Extension, setup
 
 HERE = Path(__file__).resolve().parent
-PACKAGE = HERE / "processor" / "loopwatch"
+PACKAGE = HERE / "src" / "loopwatch"
 
 # The hot path: every span goes through these (reading conventions, keys, turn assembly,
 # summaries, metric updates, both span views). Whole folders, so a new core or conventions
 # module is compiled (and checked by mypyc) without anyone remembering to list it.
 COMPILED_FOLDERS = ("core", "conventions")
-# processor.py: the worker's loop (LoopwatchSpanProcessor is public and may be subclassed, so it
-# allows interpreted subclasses); sdk_fields.py: reading each SDK span.
+# attach/processor.py: the worker's loop (LoopwatchSpanProcessor is public and may be
+# subclassed, so it allows interpreted subclasses); attach/read_fields.py: reading each SDK span.
 COMPILED_MODULES = (
-    "processor.py",
-    "sdk_fields.py",
-    "metrics.py",
-    "families.py",
-    "sdk_spans.py",
+    "attach/processor.py",
+    "attach/read_fields.py",
+    "metrics/exporter.py",
+    "metrics/collectors.py",
+    "attach/read_api.py",
     "service/otlp.py",
     "service/otlp_lean.py",
     "service/pipeline.py",

@@ -1,11 +1,11 @@
 """Recording and alerting rules, as functions of the mixin config (``mixin/config.py``) and the
-metric catalog (``loopwatch.catalog``)."""
+metric catalog (``loopwatch.metrics.catalog``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from loopwatch import catalog as m
+from loopwatch.metrics import catalog as m
 from mixin import config as c
 
 Rule = dict[str, Any]

@@ -249,8 +249,8 @@ def _plain_provider(how: str) -> Any:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
     from prometheus_client import CollectorRegistry
 
-    from benchmarks.streams import CONFIG, provider
     from loopwatch import LoopwatchSpanProcessor
+    from testkit.streams import CONFIG, provider
 
     class Null(SpanExporter):
         def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -294,7 +294,7 @@ def _plain_provider(how: str) -> Any:
 
 def child_plain_one(how: str, requests: int, segments: int) -> dict[str, Any]:
     """One setup's segments alone (for callgrind: one and four segments)."""
-    from benchmarks.streams import emit_plain
+    from testkit.streams import emit_plain
 
     p = _plain_provider(how)
     tracer = p.get_tracer("plain")
@@ -309,8 +309,8 @@ def child_plain_one(how: str, requests: int, segments: int) -> dict[str, Any]:
 
 def child_plain(how: str, requests: int, segments: int) -> dict[str, Any]:
     """Process CPU per span of one setup, alone in this process, over its segments."""
-    from benchmarks.streams import emit_plain
     from loopwatch import compiled
+    from testkit.streams import emit_plain
 
     p = _plain_provider(how)
     tracer = p.get_tracer("plain")
@@ -516,7 +516,7 @@ def histories_requests(turns: int, seed: int) -> list[bytes]:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from benchmarks.bench_service import batches
-    from benchmarks.streams import emit_mix, provider
+    from testkit.streams import emit_mix, provider
 
     class Histories(SpanProcessor):  # after streams.Dress, which writes the short messages
         calls = 0
@@ -566,13 +566,8 @@ def service(args: argparse.Namespace) -> dict[str, Any]:
         ExportTraceServiceRequest,
     )
 
-    from benchmarks.bench_service import (
-        DRIVERS,
-        copies,
-        pre_into_service,
-        realistic_requests,
-        span_count,
-    )
+    from benchmarks.bench_service import DRIVERS, copies, pre_into_service, span_count
+    from testkit.streams import realistic_requests
 
     make = histories_requests if args.stream == "histories" else realistic_requests
     base = make(args.turns, seed=1)
@@ -643,7 +638,7 @@ def _compiled_modules() -> dict[str, str]:
     """Compiled module short name (as mypyc names its C functions) -> profile_service stage."""
     from benchmarks.profile_service import STAGES
 
-    package = ROOT / "processor"
+    package = ROOT / "src"
     out: dict[str, str] = {}
     for stage, fragments in STAGES:
         for fragment in fragments:
@@ -719,7 +714,7 @@ def profile(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _mix_requests(turns: int, seed: int) -> list[bytes]:
-    from benchmarks.bench_service import realistic_requests
+    from testkit.streams import realistic_requests
 
     return realistic_requests(turns, seed)
 
@@ -741,7 +736,7 @@ def child_service_passes(stream: str, passes: int) -> dict[str, Any]:
     from prometheus_client import CollectorRegistry
 
     from benchmarks.bench_service import CONFIG
-    from loopwatch.metrics import metrics_for
+    from loopwatch.metrics.exporter import metrics_for
     from loopwatch.service.otlp import parse_protobuf, span_views
     from loopwatch.service.pipeline import Pipeline
 

@@ -10,13 +10,14 @@ Every measurement runs in a fresh child process, rounds interleaved (the machine
 noisy: each figure is a median, each goal a ratio or a bound measured in the same run). Each
 subcommand prints how long it took, in wall-clock and in its children's CPU time.
 ``--baseline REV`` runs the same children against loopwatch as of a git revision (its
-``processor/`` exported to a temporary directory), so before and after share the run.
+package exported to a temporary directory), so before and after share the run.
 
 worker: CPU time of the worker thread (time.thread_time) per span, span starts included, on
   the realistic GenAI mix (streams.py: three conventions, 15-30 attributes a span), on plain
   web spans that no GenAI span hangs under, and on the whole mix. Goals: <= 15 us and <= 3 us.
   ``--public`` adds the same streams read through ReadableSpan's public API instead of the
-  SDK's fields (sdk_fields: what loopwatch falls back to on an SDK that keeps them otherwise).
+  SDK's fields (attach/read_fields: what loopwatch falls back to on an SDK that keeps them
+  otherwise).
 host: a CPU-bound host (a loop of pure-Python work) that also emits the mix at a fixed span
   rate: its work done per second with BatchSpanProcessor and loopwatch, over its work with
   BatchSpanProcessor alone. Both setups live in one child and take turns in short segments
@@ -54,6 +55,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.source_tree import PACKAGE_ROOT, export_package  # noqa: E402
+
 
 # -- children: one measurement each, printed as JSON -------------------------------------------
 def _ends(events: Sequence[Any]) -> int:
@@ -65,7 +68,7 @@ def _record_events(emit: Callable[[Any], None], events: list[Any] | None = None)
     from opentelemetry.context import Context
     from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-    from benchmarks.streams import provider
+    from testkit.streams import provider
 
     events = [] if events is None else events
 
@@ -84,8 +87,8 @@ def _drain_ns(events: Sequence[Any], setup: Sequence[Any] = ()) -> int:
     """Worker thread CPU for ``events`` (after ``setup``, untimed), queue filled beforehand."""
     from prometheus_client import CollectorRegistry
 
-    from benchmarks.streams import CONFIG
     from loopwatch import LoopwatchSpanProcessor
+    from testkit.streams import CONFIG
 
     processor = LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry())
     with processor._lock:  # the worker waits while the queue fills; this thread drains it
@@ -103,7 +106,7 @@ def _drain_ns(events: Sequence[Any], setup: Sequence[Any] = ()) -> int:
 
 
 def _worker_stream(name: str) -> Callable[[Any], None]:
-    from benchmarks import streams
+    from testkit import streams
 
     return {
         "genai": lambda t: streams.emit_mix(t, 150, seed=1, plain_per_turn=0, http_roots=False),
@@ -115,9 +118,9 @@ def _worker_stream(name: str) -> Callable[[Any], None]:
 
 def child_worker(name: str, repeat: int, public: bool = False) -> dict[str, Any]:
     if public:  # the reader loopwatch falls back to when the SDK's span fields are not as expected
-        from loopwatch import sdk_fields
+        from loopwatch.attach import read_fields
 
-        sdk_fields.use_public_api(True)
+        read_fields.use_public_api(True)
     events = _record_events(_worker_stream(name))
     spans = _ends(events)
     ns = statistics.median(_drain_ns(events) for _ in range(repeat))
@@ -129,9 +132,11 @@ def child_stages(repeat: int) -> dict[str, Any]:
     without its error handling: keep the two in step)."""
     from prometheus_client import CollectorRegistry
 
-    from benchmarks.streams import CONFIG
     from loopwatch import LoopwatchSpanProcessor
+    from loopwatch.attach.processor import EndRecord, PlainEnd, SpanStart
+    from loopwatch.attach.read_fields import StartFields
     from loopwatch.core.records import kind_of
+    from testkit.streams import CONFIG
 
     events = _record_events(_worker_stream("genai"))
     spans = _ends(events)
@@ -150,17 +155,17 @@ def child_stages(repeat: int) -> dict[str, Any]:
             while queue:
                 t0 = clock()
                 items = [
-                    item if type(item) is tuple else p._ended(item)
+                    item if isinstance(item, (StartFields, SpanStart)) else p._ended(item)
                     for item in (queue.popleft() for _ in range(min(len(queue), 256)))
                 ]
                 t1 = clock()
                 for item in items:
-                    if len(item) == 5:
-                        p._plain(*item)
-                    elif len(item) != 3:  # a start
+                    if isinstance(item, PlainEnd):
+                        p._plain(item)
+                    elif isinstance(item, EndRecord):
+                        p._assembler.add(item.trace_id, item.service, item.record)
+                    else:  # a start
                         p._started(item)
-                    else:
-                        p._assembler.add(*item)
                 t2 = clock()
                 p._assembler.publish()
                 took["read"] += t1 - t0
@@ -177,7 +182,8 @@ def child_stages(repeat: int) -> dict[str, Any]:
     for e in events:
         if not isinstance(e, tuple):
             read = p._ended(e)
-            by_kind.setdefault(kind_of(read[2]) if len(read) == 3 else "plain", []).append(e)
+            kind = kind_of(read.record) if isinstance(read, EndRecord) else "plain"
+            by_kind.setdefault(kind, []).append(e)
     p.shutdown()
     for kind, ended in by_kind.items():
         times = []
@@ -203,8 +209,8 @@ def child_host(rate: float, seconds: float, segments: int) -> dict[str, Any]:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
     from prometheus_client import CollectorRegistry
 
-    from benchmarks.streams import CONFIG, emit_mix, provider
     from loopwatch import LoopwatchSpanProcessor
+    from testkit.streams import CONFIG, emit_mix, provider
 
     class Null(SpanExporter):
         def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -268,8 +274,8 @@ def _flat_emit(curve: str, n: int) -> tuple[Callable[[Any], None], Callable[[Any
     a fixed cost); small sizes repeat their unit to have ~1,000 spans or more to time."""
     from opentelemetry import trace
 
-    from benchmarks import streams
     from loopwatch.demo.emit import emit_turn
+    from testkit import streams
 
     repeat = max(1, 1000 // n)
     if curve == "roots":
@@ -324,10 +330,10 @@ def child_flat_service(n: int, repeat: int) -> dict[str, Any]:
     )
     from prometheus_client import CollectorRegistry
 
-    from benchmarks import streams
-    from loopwatch.metrics import LoopwatchMetrics
+    from loopwatch.metrics.exporter import LoopwatchMetrics
     from loopwatch.service.otlp import span_views
     from loopwatch.service.pipeline import Pipeline
+    from testkit import streams
 
     def views(spans: Sequence[Any]) -> list[list[Any]]:
         out = []
@@ -383,16 +389,12 @@ class Code:
 
 
 def codes(baseline: str | None, keep: list[Any]) -> list[Code]:
-    current = Code("current", ROOT / "processor")
+    current = Code("current", PACKAGE_ROOT)
     if not baseline:
         return [current]
     tmp = tempfile.TemporaryDirectory()
     keep.append(tmp)
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", baseline, "processor"], capture_output=True, check=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", tmp.name], input=archive, check=True)
-    return [Code(f"baseline {baseline}", Path(tmp.name) / "processor"), current]
+    return [Code(f"baseline {baseline}", export_package(baseline, Path(tmp.name))), current]
 
 
 def interleaved(

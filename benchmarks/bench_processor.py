@@ -37,12 +37,12 @@ from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
 from loopwatch import LoopwatchSpanProcessor
+from loopwatch.attach.processor import span_view
 from loopwatch.conventions.read import is_tool_span
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
 from loopwatch.demo.scenarios import eleven_empty_searches, flaky, fourteen_tickets, healthy
-from loopwatch.processor import span_view
 
 CONFIG = Config(
     tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))},

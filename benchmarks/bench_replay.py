@@ -41,8 +41,8 @@ trace ids, one every hour of span time), written as the file exporter's gzipped 
 kernel's high-water mark, reset once loopwatch is loaded) and its growth between sizes.
 
 false-alarms: ``compare``'s decision on runs of 200 turns each through loopwatch's core (turn
-summaries as tests/history.py builds them): on identical distributions (the false-alarm rate,
-per baseline loop share), and on a candidate where one turn in 20 loops at 3-4 attempts
+summaries as testkit/summaries.py builds them): on identical distributions (the false-alarm
+rate, per baseline loop share), and on a candidate where one turn in 20 loops at 3-4 attempts
 against a clean and a slightly noisy baseline (the detection rate).
 """
 
@@ -65,9 +65,10 @@ if __package__ in (None, ""):
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from benchmarks.bench_service import DRIVERS, copies, pre_into_service, realistic_requests
+from benchmarks.bench_service import DRIVERS, copies, pre_into_service
 from loopwatch.service.otlp import hex_ids_json
-from tests.replay_support import collector_json_line, jaeger_v3_lines
+from testkit.stored import COPY_EVERY_NS, collector_json_line, jaeger_v3_lines, stored_stream
+from testkit.streams import realistic_requests
 
 FILES = {
     "replay-proto": "traces.binpb",
@@ -185,7 +186,7 @@ def json_split(args: argparse.Namespace) -> None:
     from loopwatch.history.replay import Replay, chunks, own_process
     from loopwatch.history.report import Report, ReportSink
     from loopwatch.service.otlp_json import decode as decode_json
-    from tests.replay_support import timed_copies
+    from testkit.stored import timed_copies
 
     lines = [
         collector_json_line(ExportTraceServiceRequest.FromString(body))
@@ -238,7 +239,7 @@ def read_formats(args: argparse.Namespace) -> None:
     as the file exporter's JSON and as Jaeger API v3's streamed answer: the best of the passes
     each, interleaved, µs a span."""
     from loopwatch.history.formats import Reader
-    from tests.replay_support import timed_copies
+    from testkit.stored import timed_copies
 
     lines = [
         collector_json_line(ExportTraceServiceRequest.FromString(body))
@@ -283,97 +284,6 @@ def json_stages(stage: str, passes: int) -> None:
 
 
 # -- memory ---------------------------------------------------------------------------------------
-COPY_EVERY_NS = 3600 * 10**9  # span time between copies: more than one copy covers (55 min)
-
-
-SHUFFLED_LINE_SPANS = 40  # stored_stream(shuffled=True): spans a line
-
-
-def stored_stream(
-    path: Path, spans: int, turns: int = 150, proto: bool = False, shuffled: bool = False
-) -> tuple[int, int]:
-    """About ``spans`` spans of the realistic stream, as copies in time order, written as the
-    file exporter's JSON, gzipped (level 1), or its ``format: proto`` (length-prefixed, plain);
-    (spans written, bytes before compression). ``shuffled``: requests of 40 spans, each copy's
-    lines in a random order (a trace's spans lines apart)."""
-    from tests.replay_support import timed_copies
-
-    bodies = realistic_requests(turns, seed=1)
-    if proto:
-        return _stored_proto(path, spans, bodies)
-    requests = [ExportTraceServiceRequest.FromString(body) for body in bodies]
-    if shuffled:
-        requests = _recut(requests, SHUFFLED_LINE_SPANS)
-    lines = [collector_json_line(request) for request in requests]
-    per_copy = sum(line.count(b'"traceId"') for line in lines)
-    count = max(1, round(spans / per_copy))
-    size = 0
-    copy: list[bytes] = []
-    with gzip.open(path, "wb", compresslevel=1) as out:
-        for line in timed_copies(lines, count, COPY_EVERY_NS):
-            size += len(line)
-            copy.append(line)
-            if len(copy) == len(lines):
-                if shuffled:
-                    random.Random(size).shuffle(copy)
-                out.writelines(copy)
-                copy.clear()
-    return count * per_copy, size
-
-
-def _recut(requests: list[Any], size: int) -> list[Any]:
-    """The same spans in the same order, ``size`` a request (resource and scope kept)."""
-    every = [
-        (rs.resource, rs.schema_url, ss.scope, ss.schema_url, span)
-        for r in requests
-        for rs in r.resource_spans
-        for ss in rs.scope_spans
-        for span in ss.spans
-    ]
-    out = []
-    for i in range(0, len(every), size):
-        request = ExportTraceServiceRequest()
-        for resource, resource_schema, scope, scope_schema, span in every[i : i + size]:
-            rs = request.resource_spans[-1] if request.resource_spans else None
-            if rs is None or rs.resource != resource:
-                rs = request.resource_spans.add()
-                rs.resource.CopyFrom(resource)
-                rs.schema_url = resource_schema
-            ss = rs.scope_spans[-1] if rs.scope_spans else None
-            if ss is None or ss.scope != scope:
-                ss = rs.scope_spans.add()
-                ss.scope.CopyFrom(scope)
-                ss.schema_url = scope_schema
-            ss.spans.add().CopyFrom(span)
-        out.append(request)
-    return out
-
-
-def _stored_proto(path: Path, spans: int, bodies: list[bytes]) -> tuple[int, int]:
-    requests = [ExportTraceServiceRequest.FromString(body) for body in bodies]
-    every = [
-        s for r in requests for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans
-    ]
-    base = [(s.trace_id, s.start_time_unix_nano, s.end_time_unix_nano) for s in every]
-    events = [[e.time_unix_nano for e in s.events] for s in every]
-    count = max(1, round(spans / len(every)))
-    size = 0
-    with path.open("wb") as out:
-        for k in range(count):
-            shift = k * COPY_EVERY_NS
-            for span, (trace_id, start, end), times in zip(every, base, events, strict=True):
-                salted = int.from_bytes(trace_id, "big") ^ (k << 64)
-                span.trace_id = salted.to_bytes(16, "big")
-                span.start_time_unix_nano, span.end_time_unix_nano = start + shift, end + shift
-                for event, at in zip(span.events, times, strict=True):
-                    event.time_unix_nano = at + shift
-            for request in requests:
-                body = request.SerializeToString()
-                out.write(len(body).to_bytes(4, "big") + body)
-                size += 4 + len(body)
-    return count * len(every), size
-
-
 def memory_child(path: str, openmetrics: str) -> None:
     """Replay one file; print the peak resident set (KiB) after loopwatch's imports."""
     import contextlib
@@ -498,8 +408,7 @@ def memory(args: argparse.Namespace) -> None:
 def false_alarms(args: argparse.Namespace) -> None:
     from loopwatch.history.compare import compare
     from loopwatch.history.report import Report
-    from tests.history import turn_summary
-    from tests.test_compare import RETRY, false_alarm_rate, simulated_report
+    from testkit.summaries import RETRY, false_alarm_rate, simulated_report, turn_summary
 
     def regressing(rng: random.Random, p3: float) -> Report:
         report = Report()

@@ -86,15 +86,16 @@ from prometheus_client import CollectorRegistry
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.streams import SeededIds, mixed_turn
+from benchmarks.source_tree import export_package
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
-from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.grpc_server import SERVICE
 from loopwatch.service.otlp import hex_ids_json, span_views
 from loopwatch.service.pipeline import Pipeline
-from tests.serve_process import ServeProcess
+from testkit.serve_process import ServeProcess
+from testkit.streams import SeededIds, mixed_turn, realistic_requests
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 512  # BatchSpanProcessor's default export batch
@@ -140,13 +141,6 @@ EXPORT_METHOD = f"/{SERVICE}/Export"
 DRIVERS = 2
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED)
 CONNECTIONS = 2
-
-
-def realistic_requests(turns: int, seed: int) -> list[bytes]:
-    from benchmarks.streams import emit_mix, record
-
-    spans = record(lambda t: emit_mix(t, turns, seed=seed))
-    return [encode_spans(b).SerializePartialToString() for b in batches(spans)]
 
 
 # What differs between real spans, fresh in every copy (so a copy costs the service what new
@@ -376,13 +370,9 @@ def exporter_into_service(turns: int, code: str | None = None) -> tuple[float, f
 
 def baseline_code(revision: str, tmp: str) -> str:
     """loopwatch's source as of a git revision, extracted under ``tmp``."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", revision, "processor"], capture_output=True, check=True
-    ).stdout
     target = Path(tmp, "baseline")
     target.mkdir()
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    return str(target / "processor")
+    return str(export_package(revision, target))
 
 
 def rate(args: argparse.Namespace) -> None:
@@ -543,7 +533,7 @@ def views(args: argparse.Namespace) -> None:
 def drive(endpoint: str, turns: int, seed: int, realistic: bool = False) -> None:
     """``realistic``: the stream of streams.py (15-30 attributes a span), else the demo's."""
     if realistic:
-        from benchmarks.streams import emit_mix, record
+        from testkit.streams import emit_mix, record
 
         work = batches(record(lambda t: emit_mix(t, turns, seed=seed)))
     else:

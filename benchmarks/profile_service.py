@@ -44,10 +44,10 @@ from benchmarks.bench_service import (
     copies,
     go,
     pre_drivers,
-    realistic_requests,
     result,
     span_count,
 )
+from testkit.streams import realistic_requests
 
 # (stage, path fragments of loopwatch's modules): the innermost loopwatch frame decides
 STAGES = (
@@ -71,8 +71,8 @@ STAGES = (
             "loopwatch/core/summary.py",
             "loopwatch/core/layers.py",
             "loopwatch/core/loop_log.py",
-            "loopwatch/metrics.py",
-            "loopwatch/families.py",
+            "loopwatch/metrics/exporter.py",
+            "loopwatch/metrics/collectors.py",
         ),
     ),
     ("assemble (buffer spans per trace)", ("loopwatch/core/assembler.py",)),

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dashboards.lib import Layout, Query, ts
-from loopwatch.catalog import (
+from loopwatch.attach.processor import TURN_TRACES
+from loopwatch.core.config import Config
+from loopwatch.metrics.catalog import (
     ALL_STARTS_QUEUED,
     BUILD_INFO,
     CALLS_WITHOUT_ARGUMENTS,
@@ -17,8 +19,6 @@ from loopwatch.catalog import (
     SPANS_DROPPED,
     TURNS_EVICTED,
 )
-from loopwatch.core.config import Config
-from loopwatch.processor import TURN_TRACES
 
 RATE = "$__rate_interval"
 

@@ -17,7 +17,7 @@ from grafana_foundation_sdk.models import common, dashboard
 from grafana_foundation_sdk.models import heatmap as heatmap_m
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
-from loopwatch.catalog import TOOL_CALLS, TURNS
+from loopwatch.metrics.catalog import TOOL_CALLS, TURNS
 from mixin.config import PROMETHEUS_UID
 
 DS = dashboard.DataSourceRef(type_val="prometheus", uid="${datasource}")

@@ -17,7 +17,7 @@ from dashboards.lib import (
     ts,
     variables,
 )
-from loopwatch.catalog import (
+from loopwatch.metrics.catalog import (
     ATTEMPT_BUCKETS,
     FAILING_STREAK,
     GUARD_DECISIONS_TOTAL,

@@ -1,5 +1,5 @@
-"""Write the README's metrics tables from the metric catalog (``python -m docs_gen.metrics``;
-``--check`` for drift). Only the text between the two markers in README.md is generated."""
+"""Write docs/metrics.md's tables from the metric catalog (``python -m docs_gen.metrics``;
+``--check`` for drift). Only the text between the two markers is generated."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from docs_gen.blocks import replace_block
-from loopwatch.catalog import CHANGE, FAMILIES, HEALTH, PER_TURN, Metric
+from loopwatch.metrics.catalog import CHANGE, FAMILIES, HEALTH, PER_TURN, Metric
 from mixin.generate import command_line
 
 ROOT = Path(__file__).resolve().parent.parent
-README = "README.md"
+METRICS_DOC = "docs/metrics.md"
 BEGIN = (
-    "<!-- metrics tables: generated from processor/loopwatch/catalog.py by "
+    "<!-- metrics tables: generated from src/loopwatch/metrics/catalog.py by "
     "`python -m docs_gen.metrics`; edit the catalog, not the tables -->\n"
 )
 END = "<!-- end of the generated metrics tables -->\n"
@@ -62,7 +62,7 @@ def table(families: Iterable[Metric]) -> str:
 
 
 def tables(families: Iterable[Metric] = FAMILIES) -> str:
-    """The generated block, markers included: one table per README section."""
+    """The generated block, markers included: one table per section."""
     chosen = list(families)
     blocks = [
         f"{INTROS[section]}\n\n{table(f for f in chosen if f.section == section)}"
@@ -77,9 +77,9 @@ def replace_tables(text: str, generated: str) -> str:
 
 
 def render() -> dict[str, str]:
-    """README.md with its metrics tables as the catalog says."""
-    text = (ROOT / README).read_text(encoding="utf-8")
-    return {README: replace_tables(text, tables())}
+    """docs/metrics.md with its tables as the catalog says."""
+    text = (ROOT / METRICS_DOC).read_text(encoding="utf-8")
+    return {METRICS_DOC: replace_tables(text, tables())}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
-"""Write the README's settings block and docs/configuration.md's reference from the settings
-table in processor/loopwatch/core/config.py (``python -m docs_gen.settings``; ``--check`` for
-drift). Only the text between the two markers in each file is generated."""
+"""Write docs/configuration.md's example and reference from the settings table in
+src/loopwatch/core/config.py (``python -m docs_gen.settings``; ``--check`` for drift). Only the
+text between each pair of markers is generated."""
 
 from __future__ import annotations
 
@@ -15,19 +15,23 @@ from loopwatch.core.config import SETTINGS, VARIABLES, Setting, Variable
 from mixin.generate import command_line
 
 ROOT = Path(__file__).resolve().parent.parent
-README = "README.md"
 REFERENCE = "docs/configuration.md"
 COMMAND = "python -m docs_gen.settings"
 BEGIN = (
-    f"<!-- settings: generated from processor/loopwatch/core/config.py by `{COMMAND}`; "
+    f"<!-- settings: generated from src/loopwatch/core/config.py by `{COMMAND}`; "
     "edit the settings table there, not this block -->\n"
 )
 END = "<!-- end of the generated settings -->\n"
-# the column the comments of the README's TOML example start at
+EXAMPLE_BEGIN = (
+    f"<!-- settings example: generated from src/loopwatch/core/config.py by `{COMMAND}`; "
+    "edit the settings table there, not this block -->\n"
+)
+EXAMPLE_END = "<!-- end of the generated settings example -->\n"
+# the column the comments of the TOML example start at
 COMMENT_COLUMN = 28
 KINDS = {int: "integer", float: "number", str: "string"}
 MIB = 1024 * 1024
-# the README's prose width
+# the docs' prose width
 WIDTH = 100
 
 
@@ -72,16 +76,15 @@ def _variables(setting: Setting) -> str:
     return f"`{first}`" + "".join(f" (or `{v}`)" for v in others)
 
 
-def readme_block(settings: Sequence[Setting] = SETTINGS) -> str:
-    """The README's block, markers included: the TOML example and the variables."""
+def example_block(settings: Sequence[Setting] = SETTINGS) -> str:
+    """The example's block, markers included: the TOML example and the variables."""
     names = ", ".join(_variables(s) for s in settings)
     prose = (
         f"Environment variables override the file, one for each key: {names}. Each key's type, "
-        "default and minimum, and the other variables loopwatch reads: "
-        "[docs/configuration.md](docs/configuration.md)."
+        "default and minimum, and the other variables loopwatch reads, are in the tables below."
     )
     wrapped = textwrap.fill(prose, WIDTH, break_long_words=False, break_on_hyphens=False)
-    return BEGIN + "\n" + toml_example(settings) + "\n" + wrapped + "\n\n" + END
+    return EXAMPLE_BEGIN + "\n" + toml_example(settings) + "\n" + wrapped + "\n\n" + EXAMPLE_END
 
 
 def _size(setting: Setting, value: float) -> str:
@@ -129,13 +132,10 @@ def reference_block(
 
 
 def render() -> dict[str, str]:
-    """README.md and docs/configuration.md with their blocks as the settings table says."""
-    readme = (ROOT / README).read_text(encoding="utf-8")
+    """docs/configuration.md with its blocks as the settings table says."""
     reference = (ROOT / REFERENCE).read_text(encoding="utf-8")
-    return {
-        README: replace_block(readme, BEGIN, END, readme_block()),
-        REFERENCE: replace_block(reference, BEGIN, END, reference_block()),
-    }
+    reference = replace_block(reference, EXAMPLE_BEGIN, EXAMPLE_END, example_block())
+    return {REFERENCE: replace_block(reference, BEGIN, END, reference_block())}
 
 
 def main(argv: list[str] | None = None) -> int:

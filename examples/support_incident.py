@@ -10,7 +10,7 @@ from loopwatch.demo.scenarios import SEARCH_QUERIES, TICKET_SUMMARIES
 
 QUESTION = "Where is my refund for the boots I returned?"
 ANSWER = "I have escalated your refund."
-# the wording of design.md's incidents, as loopwatch's demo replays them
+# the wording of the two incidents, as loopwatch's demo replays them
 QUERIES = SEARCH_QUERIES[:3]
 SUMMARIES = TICKET_SUMMARIES[:6]
 # (tool, arguments) the scripted model calls, one per step: three reworded searches that find

@@ -1,9 +1,9 @@
 """The mixin's ``_config``: thresholds, windows, margins, selectors, uids and names.
 
 The alert rules (``python -m alerts.build``), the Alertmanager example and the dashboard
-(``python -m dashboards.build``) are generated from this one module and the metric catalog
-(``loopwatch.catalog``); change a value here and regenerate both. Tests fail when a committed
-file differs from what these values generate.
+(``python -m dashboards.build``) are generated from this one module and the metric
+catalog (``loopwatch.metrics.catalog``); change a value here and regenerate both. Tests fail
+when a committed file differs from what these values generate.
 """
 
 from __future__ import annotations

@@ -3,12 +3,12 @@
 - ``free_port``: a function giving a loopback port nothing listens on (call it once a port).
 - ``taken``: a loopback address something else listens on, for the length of the test.
 - ``serve``: a function starting ``loopwatch serve`` as a child process
-  (tests/serve_process.py's ``ServeProcess``, same arguments), ready when it returns; each one
+  (testkit/serve_process.py's ``ServeProcess``, same arguments), ready when it returns; each one
   started is killed at the end of the test if it still runs.
 
-Other shared helpers are plain modules: tests/helpers.py (a real SDK pipeline on its own
-registry, hand-timed spans), tests/service_support.py (the service in process, OTLP requests,
-metric snapshots), tests/serve_process.py (the service as a process, also used by benchmarks/).
+Other shared helpers are plain modules: tests/support/helpers.py (a real SDK pipeline on its own
+registry, hand-timed spans), tests/support/service.py (the service in process, OTLP requests,
+metric snapshots), testkit/serve_process.py (the service as a process, also used by benchmarks/).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests import serve_process
-from tests.serve_process import ServeProcess
+from testkit import serve_process
+from testkit.serve_process import ServeProcess
 
 
 @pytest.fixture

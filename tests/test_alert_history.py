@@ -1,4 +1,4 @@
-"""The committed alert rules over week-long histories (see tests/history.py for how).
+"""The committed alert rules over week-long histories (see tests/support/history.py for how).
 
 Each scenario is one agent at two turns a minute, exported by two replicas; the change (a new
 model or a new create_ticket description) happens after eight days. Regressions loop in one
@@ -18,8 +18,8 @@ from statistics import median
 import pytest
 import yaml
 
-from tests.helpers import require_tool
-from tests.history import (
+from tests.support.helpers import require_tool
+from tests.support.history import (
     CHANGE,
     DAY,
     MINUTE,
@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.test_alerts import duration_seconds  # noqa: E402
+from tests.support.durations import duration_seconds  # noqa: E402
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 

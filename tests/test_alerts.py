@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import require_tool
-from tests.test_dashboards import exported_metric_names
+from tests.support.helpers import require_tool
+from tests.support.metric_names import exported_metric_names
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # alerts/ and dashboards/ are source, not installed packages
@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:  # alerts/ and dashboards/ are source, not install
 
 from alerts import build  # noqa: E402
 from mixin import config  # noqa: E402
+from tests.support.durations import duration_seconds  # noqa: E402
 
 ALERTS = ROOT / "alerts"
 RULE_FILES = sorted((ALERTS / "rules").glob("*.yaml"))
@@ -63,11 +64,6 @@ def alerts() -> dict[str, dict[str, Any]]:
     return {r["alert"]: r for r in rules() if "alert" in r}
 
 
-def duration_seconds(text: str) -> int:
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-    return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([smhdw])", text))
-
-
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
 
@@ -101,7 +97,7 @@ def test_a_changed_threshold_changes_the_rules(monkeypatch: pytest.MonkeyPatch) 
 
 def test_thresholds_match_loopwatch_defaults_and_the_stack_config() -> None:
     from loopwatch.core.config import Config
-    from loopwatch.metrics import ATTEMPT_BUCKETS, STREAK_BUCKETS
+    from loopwatch.metrics.exporter import ATTEMPT_BUCKETS, STREAK_BUCKETS
 
     toml = tomllib.loads((ROOT / "deploy" / "loopwatch" / "loopwatch.toml").read_text())
     assert config.LOOP_THRESHOLD == Config().loop_threshold == toml["defaults"]["loop_threshold"]

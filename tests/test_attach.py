@@ -23,10 +23,10 @@ from loopwatch.demo.scenarios import (
     eleven_empty_searches,
     fourteen_tickets,
 )
-from tests.helpers import Pipeline, S
-from tests.serve_process import free_port
+from testkit.serve_process import free_port
+from tests.support.attach_process import BIN
+from tests.support.helpers import Pipeline, S
 
-BIN = Path(sys.executable).parent
 TOML = '[tools.create_ticket]\nidentity = ["customer_id", "order_id"]\n'
 
 

@@ -4,7 +4,6 @@ busy metrics port, and the zero-code path (opentelemetry-instrument)."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -14,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.serve_process import free_port
-from tests.test_attach import BIN
+from testkit.serve_process import free_port
+from tests.support.attach_process import BIN, last_json
 
 pytestmark = pytest.mark.frameworks
 
@@ -36,11 +35,6 @@ def run_python(
         text=True,
         timeout=180,
     )
-
-
-def last_json(out: subprocess.CompletedProcess[str]) -> dict[str, object]:
-    assert out.returncode == 0, out.stderr
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def warnings_in(stderr: str) -> list[str]:

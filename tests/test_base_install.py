@@ -18,7 +18,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
-from tests.replay_support import batches, jaeger_document, record, write_collector_json
+from testkit.stored import write_collector_json
+from tests.support.replay import batches, jaeger_document, record
 
 ROOT = Path(__file__).resolve().parent.parent
 

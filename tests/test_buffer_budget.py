@@ -18,11 +18,11 @@ from loopwatch.conventions import read_span
 from loopwatch.core.assembler import RECORD_BYTES, TurnAssembler
 from loopwatch.core.config import Config
 from loopwatch.core.records import Link
-from loopwatch.core.spans import SpanView
-from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.core.span_view import SpanView
+from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.pipeline import Pipeline
-from tests.test_memory_bounds import CountingSink
-from tests.test_service_pipeline import DECLARED, rootless, tickets
+from tests.support.service import DECLARED, rootless, tickets
+from tests.support.sinks import CountingSink
 
 MB = 1024 * 1024
 

@@ -1,5 +1,5 @@
 """The metric catalog is the one place metric names live: the registry exports exactly it, the
-README's tables are generated from it, and dashboards, rules and docs name nothing else."""
+docs/metrics.md.s tables are generated from it, and dashboards, rules and docs name nothing else."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from loopwatch import catalog
-from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.metrics import catalog
+from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service import metrics_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,11 +74,11 @@ def test_the_refused_help_states_the_metrics_endpoints_cap() -> None:
     assert f"metrics: {metrics_server.MAX_CONNECTIONS})" in catalog.HTTP_CONNECTIONS_REFUSED.help
 
 
-# -- the README's tables -------------------------------------------------------------------------
-def test_readme_tables_match_the_catalog() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert metrics_doc.render() == {"README.md": readme}, (
-        "README.md's metrics tables are stale: run python -m docs_gen.metrics"
+# -- the metrics reference's tables -------------------------------------------------------------
+def test_metrics_doc_tables_match_the_catalog() -> None:
+    readme = (ROOT / "docs" / "metrics.md").read_text(encoding="utf-8")
+    assert metrics_doc.render() == {"docs/metrics.md": readme}, (
+        "docs/metrics.md's tables are stale: run python -m docs_gen.metrics"
     )
     done = subprocess.run(
         [sys.executable, "-m", "docs_gen.metrics", "--check"], cwd=ROOT, capture_output=True
@@ -88,11 +88,11 @@ def test_readme_tables_match_the_catalog() -> None:
         assert f"| `{m.name}` | {m.type} |" in readme
 
 
-def test_a_changed_help_changes_the_readme() -> None:
+def test_a_changed_help_changes_the_metrics_doc() -> None:
     """The drift test can fail: the tables follow the catalog."""
     changed = dataclasses.replace(catalog.TURNS, help="Turns, changed.")
     families = [changed if m is catalog.TURNS else m for m in catalog.FAMILIES]
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "metrics.md").read_text(encoding="utf-8")
     regenerated = metrics_doc.replace_tables(readme, metrics_doc.tables(families))
     assert regenerated != readme and "| Turns, changed. |" in regenerated
 

@@ -21,15 +21,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from loopwatch.cli import main
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import Turn, flaky, healthy
-from loopwatch.history.compare import DEFAULT_ALPHA, compare, fisher_greater
-from loopwatch.history.report import Report
-from tests.helpers import S
-from tests.history import turn_summary
-from tests.replay_support import batches, write_collector_json
+from loopwatch.history.compare import DEFAULT_ALPHA, fisher_greater
+from testkit.stored import write_collector_json
+from testkit.summaries import RETRY, TURNS, false_alarm_rate
+from tests.support.helpers import S
+from tests.support.replay import batches
 
-TURNS = 200
 SEEDS = (1, 2, 3)
-RETRY = 0.05  # turns that retry once (2 attempts: not a loop)
 NOISY = 0.005  # a slightly noisy baseline: 0.5% of turns loop at 3 attempts
 
 
@@ -175,26 +173,6 @@ def test_unreadable_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 # -- the false-alarm rate ---------------------------------------------------------------------
-def simulated_report(rng: random.Random, p3: float, turns: int = TURNS) -> Report:
-    """A run's report from turn summaries of loopwatch's core: ``p3`` of turns loop at 3
-    attempts on create_ticket, 5% retry once."""
-    report = Report()
-    for _ in range(turns):
-        r = rng.random()
-        attempts = 3 if r < p3 else 2 if r < p3 + RETRY else 1
-        report.add(turn_summary("m-1", "v-1", attempts))
-    return report
-
-
-def false_alarm_rate(p3: float, seeds: int, alpha: float = DEFAULT_ALPHA) -> float:
-    alarms = 0
-    for seed in range(seeds):
-        rng = random.Random(seed)
-        base, cand = simulated_report(rng, p3), simulated_report(rng, p3)
-        alarms += bool(compare(base, cand, alpha).regressions)
-    return alarms / seeds
-
-
 @pytest.mark.parametrize("p3", [0.005, 0.02, 0.05])
 def test_false_alarm_rate_on_identical_distributions_is_below_alpha(p3: float) -> None:
     rate = false_alarm_rate(p3, seeds=400)

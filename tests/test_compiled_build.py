@@ -28,7 +28,7 @@ needs_compiled = pytest.mark.skipif(not COMPILED, reason="no compiled build on t
 # what a child reports: its build and the file each of loopwatch's modules came from
 _PROBE = """
 import json, sys
-import loopwatch, loopwatch.processor, loopwatch.service.otlp, loopwatch.service.pipeline
+import loopwatch, loopwatch.attach.processor, loopwatch.service.otlp, loopwatch.service.pipeline
 from loopwatch import compiled
 files = {n: m.__file__ for n, m in sys.modules.items() if n.startswith("loopwatch.")}
 print(json.dumps({"describe": compiled.describe(), "files": files}))
@@ -80,18 +80,18 @@ def test_the_compiled_modules_are_the_hot_path_and_config_is_left_out() -> None:
         "core/keys.py",
         "core/assembler.py",
         "conventions/read.py",
-        "metrics.py",
-        "sdk_spans.py",
+        "metrics/exporter.py",
+        "attach/read_api.py",
         "service/otlp.py",
     ):
-        assert f"processor/loopwatch/{name}" in sources
-    assert "processor/loopwatch/processor.py" in sources
-    assert "processor/loopwatch/sdk_fields.py" in sources
+        assert f"src/loopwatch/{name}" in sources
+    assert "src/loopwatch/attach/processor.py" in sources
+    assert "src/loopwatch/attach/read_fields.py" in sources
     # read on the class: left pure (setup.py says why)
-    assert "processor/loopwatch/core/config.py" not in sources
+    assert "src/loopwatch/core/config.py" not in sources
     assert not [s for s in sources if s.endswith("__init__.py")]
     # loopwatch.compiled decides the build: it must stay Python
-    assert "processor/loopwatch/compiled.py" not in sources
+    assert "src/loopwatch/compiled.py" not in sources
 
 
 def test_a_plain_build_is_pure_python(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,13 +183,16 @@ def test_the_compiled_build_runs_compiled_by_default() -> None:
     sources = setup.compiled_sources()
     shared = setup.SHARED_LIBRARY_GROUP + "__mypyc"
     # every compiled module's code, in one shared library inside the package
-    assert Path(got["files"].pop(shared)).parent == Path(got["files"]["loopwatch.processor"]).parent
+    assert (
+        Path(got["files"].pop(shared)).parent
+        == Path(got["files"]["loopwatch.attach.processor"]).parent
+    )
     for module, path in got["files"].items():
-        source = "processor/" + module.replace(".", "/") + ".py"
+        source = "src/" + module.replace(".", "/") + ".py"
         # exactly the listed modules are extensions (those imported here)
         assert _extension(path) == (source in sources), (module, path)
 
 
 def test_a_build_without_extensions_is_pure() -> None:
     # the sources alone on the path, whichever build this process runs
-    assert _version(PYTHONPATH=str(ROOT / "processor")) == f"loopwatch {VERSION} (pure Python)"
+    assert _version(PYTHONPATH=str(ROOT / "src")) == f"loopwatch {VERSION} (pure Python)"

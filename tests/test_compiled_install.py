@@ -44,7 +44,7 @@ def test_the_readme_switch_builds_the_compiled_build_in_a_fresh_venv(tmp_path: P
     for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(ROOT / name, src / name)
     unbuilt = shutil.ignore_patterns("__pycache__", "*.so", "*.egg-info")
-    for folder in ("build_backend", "processor"):
+    for folder in ("build_backend", "src"):
         shutil.copytree(ROOT / folder, src / folder, ignore=unbuilt)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)

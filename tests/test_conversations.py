@@ -17,53 +17,20 @@ from typing import Any
 import pytest
 
 from loopwatch.conventions.read import read_span
-from loopwatch.core.config import Config
 from loopwatch.core.conversations import Conversations
-from loopwatch.core.declarations import declaration_from_mapping
 from loopwatch.core.keys import AttemptKey
 from loopwatch.core.records import Conversation, LlmMark, ToolCall, UnreadableHistory
-from loopwatch.core.spans import SpanView
-from tests.helpers import Pipeline, S, span
-
-TIMEOUT_TEXT = "Error: TimeoutError: ticket service timed out after 30s"
-Msg = dict[str, Any]
-Call = tuple[str, str, dict[str, Any]]  # (id, tool, arguments)
-
-
-def _ticket(n: int) -> dict[str, Any]:
-    return {"customer_id": "c_40912", "order_id": "88214", "summary": f"refund missing, try {n}"}
-
-
-def _script() -> list[tuple[str, list[list[Call]], list[Any]]]:
-    """Three turns: (user text, the calls of each model response, each call's result)."""
-    loop = [[(f"call_t{i}", "create_ticket", _ticket(i))] for i in range(6)]
-    search = [[(f"call_s{i}", "search_orders", {"query": f"boots refund {i}"})] for i in range(4)]
-    bulk = [
-        [(f"call_b{i}", "create_ticket", {**_ticket(i), "order_id": f"9000{i}"}) for i in range(6)]
-    ]
-    return [
-        ("Open a ticket for my missing refund", loop, [TIMEOUT_TEXT] * 6),
-        ("Find my boots order", search, [[]] * 4),
-        ("Open tickets for my six orders", bulk, [{"ticket_id": f"T-{i}"} for i in range(6)]),
-    ]
-
-
-def _genai(role: str, text: str = "", calls: list[Call] = (), results: Any = ()) -> Msg:  # type: ignore[assignment]
-    parts: list[dict[str, Any]] = []
-    if text:
-        parts.append({"type": "text", "content": text})
-    parts += [{"type": "tool_call", "id": i, "name": n, "arguments": a} for i, n, a in calls]
-    parts += [{"type": "tool_call_response", "id": i, "response": r} for i, r in results]
-    return {"role": role, "parts": parts}
-
-
-def genai_attributes(history: list[Msg], answer: Msg) -> dict[str, Any]:
-    return {
-        "gen_ai.operation.name": "chat",
-        "gen_ai.request.model": "gpt-scripted",
-        "gen_ai.input.messages": json.dumps(history),
-        "gen_ai.output.messages": json.dumps([answer]),
-    }
+from loopwatch.core.span_view import SpanView
+from tests.support.conversations import (
+    TIMEOUT_TEXT,
+    Msg,
+    _ticket,
+    conversation_config,
+    conversation_script,
+    genai_attributes,
+    genai_message,
+)
+from tests.support.helpers import Pipeline, S, span
 
 
 def openinference_attributes(history: list[Msg], answer: Msg) -> dict[str, Any]:
@@ -105,7 +72,7 @@ def run_conversation(
 ) -> None:
     """The three turns of one conversation, each model call a span of 1 s, each tool 30 s."""
     tracer = pipeline.tracer
-    history: list[Msg] = [_genai("system", "You are a support agent.")]
+    history: list[Msg] = [genai_message("system", "You are a support agent.")]
     clock = [0]
 
     def model_call(answer: Msg) -> None:
@@ -122,29 +89,23 @@ def run_conversation(
 
     outer = plain("batch") if shape == "batch" else nullcontext()
     with outer:
-        for user_text, responses, results in _script():
-            history.append(_genai("user", user_text))
+        for user_text, responses, results in conversation_script():
+            history.append(genai_message("user", user_text))
             inner = plain("POST /chat") if shape == "request" else nullcontext()
             with inner:
                 answered = 0
                 for calls in responses:
-                    answer = _genai("assistant", calls=calls)
+                    answer = genai_message("assistant", calls=calls)
                     model_call(answer)
                     history.append(answer)
                     clock[0] += 30 * S  # the tools run
                     done = results[answered : answered + len(calls)]
                     answered += len(calls)
                     pairs = [(c[0], r) for c, r in zip(calls, done, strict=True)]
-                    history.append(_genai("tool", results=pairs))
-                text = _genai("assistant", "Done.")
+                    history.append(genai_message("tool", results=pairs))
+                text = genai_message("assistant", "Done.")
                 model_call(text)
                 history.append(text)
-
-
-def _config() -> Config:
-    ticket = declaration_from_mapping("create_ticket", {"identity": ["customer_id", "order_id"]})
-    search = declaration_from_mapping("search_orders", {"result": "rows"})
-    return Config(tools={"create_ticket": ticket, "search_orders": search})
 
 
 FORMATS = {"genai": genai_attributes, "openinference": openinference_attributes}
@@ -153,7 +114,7 @@ FORMATS = {"genai": genai_attributes, "openinference": openinference_attributes}
 @pytest.mark.parametrize("shape", ["own_trace", "request", "batch"])
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_hand_rolled_turns_from_messages(fmt: str, shape: str) -> None:
-    p = Pipeline(config=_config())
+    p = Pipeline(config=conversation_config())
     run_conversation(p, FORMATS[fmt], shape)
     assert p.value("loopwatch_turns_total") == 3  # one per user message, not per model call
     assert p.value("loopwatch_turn_max_attempts_count") == 3
@@ -183,20 +144,20 @@ def test_hand_rolled_turns_from_messages(fmt: str, shape: str) -> None:
 
 def test_tool_spans_win_over_messages() -> None:
     """Where a span executes each tool, the messages of the same trace are not read again."""
-    p = Pipeline(config=_config())
+    p = Pipeline(config=conversation_config())
     tracer = p.tracer
-    history = [_genai("user", "Open a ticket")]
+    history = [genai_message("user", "Open a ticket")]
     with span(
         tracer, "invoke_agent support", 0, 100 * S, {"gen_ai.operation.name": "invoke_agent"}
     ):
         for i in range(3):
             call = (f"call_{i}", "create_ticket", _ticket(i))
-            answer = _genai("assistant", calls=[call])
+            answer = genai_message("assistant", calls=[call])
             with span(
                 tracer, "chat", i * 10 * S, i * 10 * S + S, genai_attributes(history, answer)
             ):
                 pass
-            history += [answer, _genai("tool", results=[(call[0], TIMEOUT_TEXT)])]
+            history += [answer, genai_message("tool", results=[(call[0], TIMEOUT_TEXT)])]
             tool_attrs = {
                 "gen_ai.operation.name": "execute_tool",
                 "gen_ai.tool.name": "create_ticket",
@@ -211,7 +172,7 @@ def test_tool_spans_win_over_messages() -> None:
                 error=TimeoutError("timed out"),
             ):
                 pass
-        final = _genai("assistant", "Sorry.")
+        final = genai_message("assistant", "Sorry.")
         with span(tracer, "chat", 95 * S, 96 * S, genai_attributes(history, final)):
             pass
     assert p.value("loopwatch_turns_total") == 1
@@ -222,14 +183,14 @@ def test_tool_spans_win_over_messages() -> None:
 
 def test_an_unanswered_turn_is_finalized_at_shutdown() -> None:
     """A loop cut off before the model answered in text still counts, once."""
-    p = Pipeline(config=_config())
-    history = [_genai("user", "Open a ticket")]
+    p = Pipeline(config=conversation_config())
+    history = [genai_message("user", "Open a ticket")]
     for i in range(4):
         call = (f"call_{i}", "create_ticket", _ticket(i))
-        answer = _genai("assistant", calls=[call])
+        answer = genai_message("assistant", calls=[call])
         with span(p.tracer, "chat", i * 40 * S, i * 40 * S + S, genai_attributes(history, answer)):
             pass
-        history += [answer, _genai("tool", results=[(call[0], TIMEOUT_TEXT)])]
+        history += [answer, genai_message("tool", results=[(call[0], TIMEOUT_TEXT)])]
     assert p.value("loopwatch_turns_total") == 0
     assert p.value("loopwatch_open_turns") == 1
     p.processor.shutdown()
@@ -246,9 +207,9 @@ def test_the_service_counts_what_the_processor_counts(fmt: str, shape: str) -> N
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-    from tests.service_support import running, settle, snapshot
+    from tests.support.service import running, settle, snapshot
 
-    config = replace(_config(), grace_seconds=0.0)
+    config = replace(conversation_config(), grace_seconds=0.0)
     with running(config) as service:
         assert service.bound
         p = Pipeline(config=config)
@@ -265,17 +226,17 @@ def test_the_service_counts_what_the_processor_counts(fmt: str, shape: str) -> N
 def _read(history: Any, answer: Any = None) -> Any:
     """The turn a model call's messages show (None when they show none)."""
     from loopwatch.conventions.read import read_span
-    from loopwatch.core.spans import SpanView
+    from loopwatch.core.span_view import SpanView
 
     attrs = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": history}
     if answer is not None:
         attrs["gen_ai.output.messages"] = answer
-    mark = read_span(SpanView(1, 2, None, "chat", 0, 1, attrs), _config())
+    mark = read_span(SpanView(1, 2, None, "chat", 0, 1, attrs), conversation_config())
     return mark.messages.read() if mark.messages is not None else None
 
 
 def test_bad_histories_are_harmless() -> None:
-    user = _genai("user", "hi")
+    user = genai_message("user", "hi")
     # truncated or not a message list: unreadable (the assembler counts it and goes on)
     for bad in ('[{"role": "user", "parts": [', '"just text"'):
         with pytest.raises(UnreadableHistory):
@@ -284,8 +245,8 @@ def test_bad_histories_are_harmless() -> None:
     nothing = _read(json.dumps([{"role": "tool", "parts": []}]))
     assert not nothing.final and nothing.size == 0 and nothing.ids == frozenset()
     # a result whose call is not in the history: no call, one result without a call
-    orphan = _genai("tool", results=[("nobody", [])])
-    turn = _read(json.dumps([user, orphan]), json.dumps([_genai("assistant", "ok")]))
+    orphan = genai_message("tool", results=[("nobody", [])])
+    turn = _read(json.dumps([user, orphan]), json.dumps([genai_message("assistant", "ok")]))
     assert turn.final and turn.calls() == ()
     assert turn.malformed == (("result_without_call", 1),)
     # calls without ids, and an id used twice: each call counted, results joined in order
@@ -293,10 +254,10 @@ def test_bad_histories_are_harmless() -> None:
     twice = [("dup", "search_orders", {"query": "c"}), ("dup", "search_orders", {"query": "d"})]
     history = [
         user,
-        _genai("assistant", calls=calls),
+        genai_message("assistant", calls=calls),
         {"role": "tool", "parts": [{"type": "tool_call_response", "response": []}] * 2},
-        _genai("assistant", calls=twice),
-        _genai("tool", results=[("dup", [])]),
+        genai_message("assistant", calls=twice),
+        genai_message("tool", results=[("dup", [])]),
     ]
     read = _read(json.dumps(history))
     built = read.calls()
@@ -305,19 +266,21 @@ def test_bad_histories_are_harmless() -> None:
     assert len({c.span_id for c in built}) == 4
     # (the calls in the history were counted by the model calls that requested them)
     assert read.malformed == ()
-    requested = _read(json.dumps([user]), json.dumps([_genai("assistant", calls=calls + twice)]))
+    requested = _read(
+        json.dumps([user]), json.dumps([genai_message("assistant", calls=calls + twice)])
+    )
     # "", "" and both "dup": an id two calls carry names neither
     assert requested.malformed == (("call_without_id", 4),)
 
 
 def test_calls_past_the_limit_are_counted_not_read() -> None:
-    config = replace(_config(), max_spans_per_turn=2)
-    answer = _genai(
+    config = replace(conversation_config(), max_spans_per_turn=2)
+    answer = genai_message(
         "assistant", calls=[(f"c{i}", "search_orders", {"query": "q"}) for i in range(5)]
     )
     attrs = {
         "gen_ai.operation.name": "chat",
-        "gen_ai.input.messages": json.dumps([_genai("user", "hi")]),
+        "gen_ai.input.messages": json.dumps([genai_message("user", "hi")]),
         "gen_ai.output.messages": json.dumps([answer]),
     }
     mark = read_span(SpanView(1, 2, None, "chat", 0, 1, attrs), config)
@@ -329,14 +292,14 @@ def test_calls_past_the_limit_are_counted_not_read() -> None:
 def test_malformed_messages_are_counted_in_the_self_health_metrics() -> None:
     """Through the real processor: a truncated history, a result answering no call and two calls
     without ids, each counted once though later model calls carry them again."""
-    p = Pipeline(_config())
-    user = _genai("user", "find my order")
-    ask = _genai("assistant", calls=[("", "search_orders", {"query": "a"})] * 2)
-    orphan = _genai("tool", results=[("nobody", [])])
-    answers = _genai("tool", results=[(None, []), (None, [])])
+    p = Pipeline(conversation_config())
+    user = genai_message("user", "find my order")
+    ask = genai_message("assistant", calls=[("", "search_orders", {"query": "a"})] * 2)
+    orphan = genai_message("tool", results=[("nobody", [])])
+    answers = genai_message("tool", results=[(None, []), (None, [])])
     calls = [
         ([user, orphan], ask),
-        ([user, orphan, ask, answers], _genai("assistant", "None found.")),
+        ([user, orphan, ask, answers], genai_message("assistant", "None found.")),
     ]
     for n, (history, answer) in enumerate(calls):
         with span(
@@ -417,7 +380,7 @@ def test_a_trace_evicted_for_memory_mid_turn_loses_no_model_call() -> None:
     """Under a byte budget too small for a request's model calls, the trace is evicted part
     way; its model calls go to the open conversation (none counted as dropped), and the later
     ones join it by call id: the turns still count as they would."""
-    config = replace(_config(), buffer_bytes=12_000)
+    config = replace(conversation_config(), buffer_bytes=12_000)
     p = Pipeline(config=config)
     run_conversation(p, genai_attributes, "request")
     assert p.value("loopwatch_spans_dropped_total", reason="memory") == 0
@@ -480,7 +443,7 @@ def test_results_sent_without_their_calls_join_the_calls_of_the_previous_output(
     the calls in the previous call's output. Results join by their call id (``same``), else by
     order (``other``: OpenLLMetry's calls carry the item id, results the call id; ``none``);
     a result that no open turn awaits is counted, and the turns are not changed by it."""
-    p = Pipeline(_config())
+    p = Pipeline(conversation_config())
     n = 0
 
     def model_call(history: list[Msg], answer: Msg) -> None:
@@ -493,17 +456,19 @@ def test_results_sent_without_their_calls_join_the_calls_of_the_previous_output(
     def result_id(call_id: str) -> str | None:
         return {"same": call_id, "other": "item_" + call_id, "none": None}[result_ids]
 
-    for text, steps, results in _script():
-        new = [_genai("user", text)]
+    for text, steps, results in conversation_script():
+        new = [genai_message("user", text)]
         for step in steps:
-            model_call(new, _genai("assistant", calls=step))
+            model_call(new, genai_message("assistant", calls=step))
             new = [
-                _genai("tool", results=[(result_id(c), r)])
+                genai_message("tool", results=[(result_id(c), r)])
                 for (c, _t, _a), r in zip(step, results, strict=False)
             ]
             results = results[len(step) :]
-        model_call(new, _genai("assistant", "Done."))
-    model_call([_genai("tool", results=[("call_late", "ok")])], _genai("assistant", "Done."))
+        model_call(new, genai_message("assistant", "Done."))
+    model_call(
+        [genai_message("tool", results=[("call_late", "ok")])], genai_message("assistant", "Done.")
+    )
     p.processor.shutdown()
     assert p.value("loopwatch_turns_total") == 3
     attempts = p.observations("loopwatch_turn_max_attempts")

@@ -14,14 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry
 
-from loopwatch.core.config import Config
-from loopwatch.core.declarations import ToolDeclaration
-from loopwatch.demo.emit import emit_turn
-from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
-from loopwatch.metrics import LoopwatchMetrics
-from tests.helpers import Pipeline, S, require_tool
+from tests.support.helpers import require_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # dashboards/ is source, not an installed package
@@ -30,6 +24,7 @@ if str(ROOT) not in sys.path:  # dashboards/ is source, not an installed package
 from dashboards import build  # noqa: E402
 from dashboards.queries import expand, metric_names, rate_windows, targets  # noqa: E402
 from mixin import config  # noqa: E402
+from tests.support.metric_names import exported_metric_names  # noqa: E402
 
 DASHBOARD = ROOT / "dashboards" / "generated" / config.DASHBOARD_FILE
 PROVISIONING = ROOT / "dashboards" / "provisioning"
@@ -58,33 +53,6 @@ def rows() -> dict[str, list[dict[str, Any]]]:
         else:
             out.setdefault(current, []).append(p)
     return out
-
-
-@cache
-def exported_metric_names() -> frozenset[str]:
-    """Every sample name a real LoopwatchMetrics registry exposes after the two incidents."""
-    declared = Config(
-        tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))}
-    )
-    p = Pipeline(declared)
-    t = emit_turn(p.tracer, fourteen_tickets(), 1000 * S)
-    emit_turn(p.tracer, eleven_empty_searches(), t)
-    p.flush()
-    names: set[str] = set()
-    suffixes = {
-        "counter": ("_total", "_created"),
-        "histogram": ("_bucket", "_count", "_sum", "_created"),
-        "gauge": ("",),
-        "info": ("_info",),
-    }
-    # and what only `loopwatch serve` adds (the registry its Service builds)
-    serve = CollectorRegistry()
-    LoopwatchMetrics(serve, serve=True)
-    for family in [*p.registry.collect(), *serve.collect()]:
-        names.update(family.name + s for s in suffixes[family.type])
-        names.update(sample.name for sample in family.samples)
-    p.close()
-    return frozenset(names)
 
 
 # -- generated file and SDK pin ----------------------------------------------------------------

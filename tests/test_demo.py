@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import keep_build
+from tests.support.helpers import keep_build
 
 LOOPWATCH = [sys.executable, "-m", "loopwatch.cli"]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import exposition_sum as value
-from tests.serve_process import free_port
+from testkit.serve_process import free_port
+from tests.support.helpers import exposition_sum as value
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.slow]
 

@@ -15,7 +15,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
 from prometheus_client import CollectorRegistry
 
-from loopwatch import LoopwatchSpanProcessor, processor
+from loopwatch import LoopwatchSpanProcessor
+from loopwatch.attach import processor
 from loopwatch.core.config import Config
 
 WAIT = 30.0  # bounds a hang only: every wait here is for a state another thread reaches

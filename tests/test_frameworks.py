@@ -17,7 +17,7 @@ from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from tests.fixtures.openai_responses import final_message, tool_call
 from tests.framework_runs.common import CUSTOMER, ORDER, QUERIES, SUMMARIES
-from tests.helpers import Pipeline
+from tests.support.helpers import Pipeline
 
 pytestmark = pytest.mark.frameworks
 

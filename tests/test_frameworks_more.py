@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_scenario, venv_python
+from tests.support.helpers import run_scenario, venv_python
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.slow]
 
@@ -79,7 +79,7 @@ FRAMEWORKS = {
 
 
 class Readings:
-    """A scenario's metric samples, read like tests.helpers.Pipeline.value."""
+    """A scenario's metric samples, read like tests.support.helpers.Pipeline.value."""
 
     def __init__(self, samples: list[tuple[str, dict[str, str], float]]) -> None:
         self.samples = samples

@@ -11,7 +11,7 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 from tests.framework_runs.common import BULK_ORDERS, DECLARED, SUMMARIES, ticket_args
-from tests.helpers import Pipeline, S, span
+from tests.support.helpers import Pipeline, S, span
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import exposition_sum
-from tests.serve_process import free_port
+from testkit.serve_process import free_port
+from tests.support.helpers import exposition_sum
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.slow]
 
@@ -199,7 +199,8 @@ def test_fresh_install_replays_and_compares_stored_traces(home: Path) -> None:
     """The plain install runs ``loopwatch replay`` and ``compare`` on the file exporter's JSON
     and a Jaeger download, with no extra."""
     from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
-    from tests.replay_support import batches, jaeger_document, record, write_collector_json
+    from testkit.stored import write_collector_json
+    from tests.support.replay import batches, jaeger_document, record
 
     spans, p = record([fourteen_tickets(), eleven_empty_searches()])
     p.close()

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.golden import GOLDEN, in_process, service
-from benchmarks.streams import STREAMS
+from testkit.golden import GOLDEN, in_process, service
+from testkit.streams import STREAMS
 
 
 @pytest.mark.parametrize("name", sorted(STREAMS))

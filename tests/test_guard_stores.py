@@ -20,9 +20,9 @@ from loopwatch.core.config import ConfigError, load_config
 from loopwatch.guards import IdempotencyArbiter, LoopBreaker, TerminalResult
 from loopwatch.guards.stores import Outcome, open_store
 from loopwatch.guards.stores.outcome_json import ReplayedError, decode, encode
-from tests.guard_store_worker import CONFIG
-from tests.helpers import ROOT, Pipeline, keep_build, require_tool
-from tests.redis_process import RedisProcess
+from tests.support.guard_store_worker import CONFIG
+from tests.support.helpers import ROOT, Pipeline, keep_build, require_tool
+from tests.support.redis_process import RedisProcess
 
 ARGS = {"customer_id": "c_40912", "order_id": "88214", "summary": "Refund for order 88214"}
 
@@ -48,7 +48,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def worker(*args: str) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPWATCH_"))}
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.guard_store_worker", *args],
+        [sys.executable, "-m", "tests.support.guard_store_worker", *args],
         cwd=ROOT,
         env=keep_build(env, ROOT),
         stderr=subprocess.PIPE,
@@ -135,9 +135,9 @@ def test_sqlite_lease_with_an_injected_clock(tmp_path: Path) -> None:
 def test_sqlite_is_bounded(tmp_path: Path) -> None:
     now = [0.0]
     store = open_store(f"sqlite:///{tmp_path}/g.db", max_keys=5, clock=lambda: now[0])
-    from loopwatch.guards.stores import sqlite_store
+    from loopwatch.guards.stores import sqlite_file
 
-    for i in range(sqlite_store.SWEEP_EVERY + 1):
+    for i in range(sqlite_file.SWEEP_EVERY + 1):
         now[0] += 1
         store.claim(f"k{i}", "t", 10, 100)
     # the sweep at claim 257 (t=257) deleted the 157 expired rows (first_at <= 157), then the
@@ -332,7 +332,7 @@ def test_six_processes_open_one_circuit_after_three_duplicates_in_all(
     """The duplicates behind circuit_after are counted in the store: six processes, two
     reworded calls each, one after the other: one run, three replays, then the circuit is open
     for every process, including those that had not seen a duplicate themselves."""
-    from tests.guard_store_worker import CALLS
+    from tests.support.guard_store_worker import CALLS
 
     procs = [worker("circuit", str(tmp_path), store_url, str(i)) for i in range(6)]
     try:
@@ -363,7 +363,7 @@ def test_a_retried_task_is_stopped_across_processes(tmp_path: Path, store_url: s
     create_ticket calls each that time out: with cap 2 three attempts run in all and every
     later one is stopped, in whichever process it comes; a fourth worker on another scope with
     the same key runs both of its calls."""
-    from tests.guard_store_worker import CALLS
+    from tests.support.guard_store_worker import CALLS
 
     scopes = ["celery-task-7f3a", "celery-task-7f3a", "celery-task-7f3a", "celery-task-9b21"]
     procs = [

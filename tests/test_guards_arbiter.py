@@ -12,7 +12,7 @@ from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.scenarios import TICKET_SUMMARIES
 from loopwatch.guards import IdempotencyArbiter, TerminalResult, UndeclaredToolError
 from tests.fixtures.tools.tickets import TicketService
-from tests.helpers import Pipeline
+from tests.support.helpers import Pipeline
 
 CONFIG = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})
 

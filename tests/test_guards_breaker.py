@@ -18,7 +18,7 @@ from loopwatch.demo.scenarios import SEARCH_QUERIES, TICKET_SUMMARIES
 from loopwatch.guards import LoopBreaker, TerminalResult, current_turn
 from loopwatch.guards.breaker import BreakerTurn
 from tests.fixtures.tools.tickets import TicketService
-from tests.helpers import Pipeline, S, span
+from tests.support.helpers import Pipeline, S, span
 
 CONFIG = Config(
     tools={

@@ -16,7 +16,7 @@ from loopwatch.guards import LoopBreaker, idempotency_key
 from loopwatch.guards.openai_agents import guard_agent, run
 from tests.fixtures.openai_responses import final_message, tool_call
 from tests.fixtures.tools.tickets import TicketService
-from tests.helpers import Pipeline
+from tests.support.helpers import Pipeline
 
 pytestmark = pytest.mark.frameworks
 

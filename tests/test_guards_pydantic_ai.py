@@ -15,7 +15,7 @@ from loopwatch.demo.scenarios import TICKET_SUMMARIES
 from loopwatch.guards import LoopBreaker, idempotency_key
 from loopwatch.guards.pydantic_ai import LoopBreakerCapability
 from tests.fixtures.tools.tickets import TicketService
-from tests.helpers import Pipeline
+from tests.support.helpers import Pipeline
 
 pytestmark = pytest.mark.frameworks
 

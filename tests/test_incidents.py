@@ -12,7 +12,7 @@ from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, GENAI, emit_turn
 from loopwatch.demo.scenarios import Call, Turn, eleven_empty_searches, fourteen_tickets
-from tests.helpers import Pipeline, S
+from tests.support.helpers import Pipeline, S
 
 DECLARED = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})
 

@@ -14,7 +14,7 @@ from loopwatch.core.keys import attempt_key, identities
 from loopwatch.core.suggest import ALL_FREE_TEXT, IN_VALUE, OUT_FREE_TEXT
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import Call, Turn
-from tests.helpers import Pipeline, S
+from tests.support.helpers import Pipeline, S
 
 TICKET = {"customer_id": "c_40912", "order_id": "88214"}
 

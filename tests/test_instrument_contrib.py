@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
-from loopwatch import genai_instrumentation as gi
-from tests.helpers import venv_python
-from tests.test_attach_process import last_json
+from loopwatch.attach import frameworks as gi
+from tests.support.attach_process import last_json
+from tests.support.helpers import venv_python
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"

@@ -22,14 +22,15 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.trace import SpanContext, Tracer
 from prometheus_client import CollectorRegistry
 
-from loopwatch import LoopwatchSpanProcessor, catalog
-from loopwatch import processor as processor_module
+from loopwatch import LoopwatchSpanProcessor
+from loopwatch.attach import processor as processor_module
 from loopwatch.core.config import Config
 from loopwatch.core.summary import TurnSummary
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import fourteen_tickets
-from loopwatch.metrics import LoopwatchMetrics
-from tests.helpers import ROOT, Pipeline, S, keep_build
+from loopwatch.metrics import catalog
+from loopwatch.metrics.exporter import LoopwatchMetrics
+from tests.support.helpers import ROOT, Pipeline, S, keep_build
 
 WAIT = 30.0  # bounds a hang only: every wait here is for a state the worker reaches
 AGENT = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}
@@ -328,7 +329,7 @@ def test_the_families_scrape_without_the_clients_private_switch() -> None:
         import json, logging
         from prometheus_client import CollectorRegistry, Gauge, generate_latest
         from prometheus_client import metrics as client_metrics
-        from loopwatch.metrics import LoopwatchMetrics
+        from loopwatch.metrics.exporter import LoopwatchMetrics
         from tests.test_lifecycle import turn
 
         records = []

@@ -25,7 +25,7 @@ from loopwatch.conventions.read import read_span
 from loopwatch.core.config import Config
 from loopwatch.core.outcomes import MAX_EXAMINED_CHARS, classify_error
 from loopwatch.core.records import LlmMark
-from loopwatch.core.spans import STATUS_ERROR, EventView, SpanView
+from loopwatch.core.span_view import STATUS_ERROR, EventView, SpanView
 
 SMALL = 4_000  # characters; measured again at 4 x SMALL, where quadratic shows as x4
 MAX_GROWTH = 2.0  # ratio at 4 x SMALL over ratio at SMALL: ~1 when linear, ~4 when quadratic
@@ -341,7 +341,7 @@ def _flat_history(n: int) -> str:
 
 
 def _read_history(text: str) -> object:
-    attrs = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": text}
+    attrs: dict[str, object] = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": text}
     return _read(attrs)
 
 

@@ -20,8 +20,8 @@ import pytest
 
 from tests.framework_runs.litellm_loop import INSTRUMENTATIONS, MODEL, MODES
 from tests.framework_runs.loopback import ORDERS
-from tests.helpers import run_scenario, venv_python
-from tests.test_handrolled import Readings, expected
+from tests.support.helpers import run_scenario, venv_python
+from tests.support.readings import Readings, expected
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.slow]
 

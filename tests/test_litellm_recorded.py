@@ -28,7 +28,7 @@ import loopwatch
 from loopwatch.conventions import read_span
 from loopwatch.core.records import LlmMark
 from tests.framework_runs.handrolled import LOOPWATCH_TOML, samples
-from tests.test_handrolled import Readings, expected
+from tests.support.readings import Readings, expected
 
 FIXTURE = Path(__file__).parent / "fixtures" / "litellm" / "callback.json"
 RUNS = ("012-unary", "210-stream")

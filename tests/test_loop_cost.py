@@ -14,7 +14,7 @@ from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
 from loopwatch.demo.scenarios import Call, Turn, fourteen_tickets
-from tests.helpers import Pipeline, S
+from tests.support.helpers import Pipeline, S
 
 DECLARED = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})
 TOKENS = "loopwatch_loop_tokens_total"
@@ -157,7 +157,7 @@ INCIDENTS = [(fourteen_tickets(), convention, True) for convention in CONVENTION
 def test_the_service_charges_the_same_tokens() -> None:
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-    from tests.service_support import post, running, settle, value
+    from tests.support.service import post, running, settle, value
 
     body = encode_spans(_recorded(INCIDENTS)).SerializeToString()
     with running(Config(grace_seconds=0.0)) as service:
@@ -177,7 +177,8 @@ def test_replay_and_compare_report_the_tokens_of_loops(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from loopwatch.cli import main
-    from tests.replay_support import batches, write_collector_json
+    from testkit.stored import write_collector_json
+    from tests.support.replay import batches
 
     base = write_collector_json(
         tmp_path / "base.json", batches(_recorded([(_healthy(), "genai", True)] * 3))

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import run_scenario, venv_python
+from tests.support.helpers import run_scenario, venv_python
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES: dict[tuple[str, str], list[tuple[str, dict[str, str], float]]] = {}
@@ -85,14 +85,14 @@ def _handrolled_mcp(pipeline: Any, turn_spans: bool, tool_attributes: dict[str, 
     """The three turns of a hand-rolled loop: GenAI model calls with their messages, and an MCP
     client span for each call, named after its tool and carrying ``tool_attributes``. With
     ``turn_spans`` each turn is under ``invoke_agent``; without, every span is its own trace."""
-    from tests.helpers import S, span
-    from tests.test_conversations import _genai, _script, genai_attributes
+    from tests.support.conversations import conversation_script, genai_attributes, genai_message
+    from tests.support.helpers import S, span
 
     tracer = pipeline.tracer
     clock = 0
-    history = [_genai("system", "You are a support agent.")]
-    for user_text, responses, results in _script():
-        history.append(_genai("user", user_text))
+    history = [genai_message("system", "You are a support agent.")]
+    for user_text, responses, results in conversation_script():
+        history.append(genai_message("user", user_text))
         turn = (
             span(tracer, "invoke_agent support", clock, clock + 3600 * S)
             if turn_spans
@@ -101,7 +101,7 @@ def _handrolled_mcp(pipeline: Any, turn_spans: bool, tool_attributes: dict[str, 
         with turn:
             answered = 0
             for calls in responses:
-                answer = _genai("assistant", calls=calls)
+                answer = genai_message("assistant", calls=calls)
                 with span(tracer, "chat", clock, clock + S, genai_attributes(history, answer)):
                     pass
                 history.append(answer)
@@ -114,8 +114,8 @@ def _handrolled_mcp(pipeline: Any, turn_spans: bool, tool_attributes: dict[str, 
                 done = results[answered : answered + len(calls)]
                 answered += len(calls)
                 pairs = [(c[0], r) for c, r in zip(calls, done, strict=True)]
-                history.append(_genai("tool", results=pairs))
-            text = _genai("assistant", "Done.")
+                history.append(genai_message("tool", results=pairs))
+            text = genai_message("assistant", "Done.")
             with span(tracer, "chat", clock, clock + S, genai_attributes(history, text)):
                 pass
             history.append(text)
@@ -139,10 +139,10 @@ def test_argument_less_tool_spans_are_completed_from_the_model_calls() -> None:
     """The MCP SDK's own spans alone (tool name only) in turns whose model calls carry their
     messages: each span is the next call of its tool the model asked for, with that call's
     arguments and the result (and error) it was sent: exact numbers, no false loop."""
-    from tests.helpers import Pipeline
-    from tests.test_conversations import _config
+    from tests.support.conversations import conversation_config
+    from tests.support.helpers import Pipeline
 
-    p = Pipeline(_config())
+    p = Pipeline(conversation_config())
     _handrolled_mcp(p, True, {"mcp.method.name": "tools/call"})
     _assert_three_turns(p)
     p.close()
@@ -151,10 +151,10 @@ def test_argument_less_tool_spans_are_completed_from_the_model_calls() -> None:
 def test_lone_tool_spans_of_a_handrolled_loop_count_once() -> None:
     """No span around the turns: each model call and each MCP call is a trace of its own. A
     lone tool span that an open conversation asked for is that call, counted once there."""
-    from tests.helpers import Pipeline
-    from tests.test_conversations import _config
+    from tests.support.conversations import conversation_config
+    from tests.support.helpers import Pipeline
 
-    p = Pipeline(_config())
+    p = Pipeline(conversation_config())
     _handrolled_mcp(p, False, {"mcp.method.name": "tools/call", "jsonrpc.request.id": "1"})
     _assert_three_turns(p)
     assert p.value("loopwatch_spans_total", kind="tool") == 16
@@ -165,8 +165,8 @@ def test_a_call_seen_by_the_client_and_the_server_is_one_call() -> None:
     """A trace that crosses into the MCP server: loopwatch's client span, the SDK's send span
     under it and the server's span under that (the conventions' opt-in arguments and result on
     the server side) are one call of create_ticket, its arguments from the server span."""
-    from tests.helpers import Pipeline, S, span
-    from tests.test_conversations import _config
+    from tests.support.conversations import conversation_config
+    from tests.support.helpers import Pipeline, S, span
 
     client = {
         "gen_ai.operation.name": "execute_tool",
@@ -179,7 +179,7 @@ def test_a_call_seen_by_the_client_and_the_server_is_one_call() -> None:
         "gen_ai.tool.call.result": "TimeoutError: ticket service timed out after 30s",
         "error.type": "tool_error",
     }
-    p = Pipeline(_config())
+    p = Pipeline(conversation_config())
     with span(p.tracer, "invoke_agent support", 0, 200 * S):
         for n in range(3):
             arguments = {"customer_id": "c_40912", "order_id": "88214", "summary": f"try {n}"}
@@ -217,11 +217,11 @@ def test_the_service_counts_lone_tool_spans_once_too() -> None:
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-    from tests.helpers import Pipeline
-    from tests.service_support import running, settle, snapshot
-    from tests.test_conversations import _config
+    from tests.support.conversations import conversation_config
+    from tests.support.helpers import Pipeline
+    from tests.support.service import running, settle, snapshot
 
-    config = replace(_config(), grace_seconds=0.0)
+    config = replace(conversation_config(), grace_seconds=0.0)
     with running(config) as service:
         assert service.bound
         p = Pipeline(config=config)

@@ -20,15 +20,9 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from loopwatch.guards.mcp_guard import AGENT
-from tests.helpers import exposition_sum
+from tests.support.helpers import exposition_sum
+from tests.support.mcp_guard import CONFIG, ROOT, SERVER
 
-ROOT = Path(__file__).resolve().parents[1]
-SERVER = ROOT / "tests" / "fixtures" / "mcp_guard" / "server.py"
-CONFIG = """
-[tools.create_ticket]
-identity = ["customer_id", "order_id"]
-reviewed_parameters = ["customer_id", "order_id", "summary"]
-"""
 SUMMARIES = [
     "Order 4411 arrived damaged",
     "Customer reports order 4411 was damaged in transit",
@@ -43,7 +37,7 @@ DEADLINE_SECONDS = 30.0
 def _env(tmp_path: Path, port: int) -> dict[str, str]:
     return {
         "PATH": os.environ["PATH"],
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "processor"), str(ROOT)]),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
         "TICKETS_FILE": str(tmp_path / "tickets.txt"),
         "LOOPWATCH_METRICS_PORT": str(port),
         "OTEL_TRACES_EXPORTER": "none",

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import require_tool
-from tests.test_mcp_guard import CONFIG, ROOT, SERVER
+from tests.support.helpers import require_tool
+from tests.support.mcp_guard import CONFIG, ROOT, SERVER
 
 CLIENT = ROOT / "tests" / "ts-client"
 
@@ -33,7 +33,7 @@ def _node_client(tmp_path: Path, port: int, *command: str) -> dict[str, Any]:
         assert installed.returncode == 0, installed.stderr[-4000:]
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "processor"), str(ROOT)]),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
         "TICKETS_FILE": str(tmp_path / "tickets.txt"),
         "LOOPWATCH_METRICS_PORT": str(port),
         "OTEL_TRACES_EXPORTER": "none",

@@ -10,42 +10,15 @@ import psutil
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
+from loopwatch.attach.processor import SpanStart
 from loopwatch.conventions import read_span
 from loopwatch.core.assembler import TurnAssembler
 from loopwatch.core.config import Config
-from loopwatch.core.spans import SpanView
+from loopwatch.core.span_view import SpanView
 from loopwatch.core.summary import TurnSummary
-from loopwatch.processor import SpanStart
+from tests.support.sinks import CountingSink
 
 MB = 1024 * 1024
-
-
-class CountingSink:
-    def __init__(self) -> None:
-        self.turns = 0
-        self.evictions: dict[str, int] = {}
-        self.late_spans = 0
-
-    def turn(self, summary: TurnSummary) -> None:
-        self.turns += 1
-
-    def span(self, kind: str, count: int = 1) -> None:
-        pass
-
-    def dropped(self, reason: str) -> None:
-        pass
-
-    def evicted(self, reason: str) -> None:
-        self.evictions[reason] = self.evictions.get(reason, 0) + 1
-
-    def late(self) -> None:
-        self.late_spans += 1
-
-    def malformed(self, reason: str, count: int = 1) -> None:
-        pass
-
-    def open_turns(self, count: int) -> None:
-        pass
 
 
 def add(assembler: TurnAssembler, span: SpanView) -> None:
@@ -114,7 +87,7 @@ def test_capacity_evicts_the_oldest_and_late_spans_are_counted() -> None:
 def test_spans_per_turn_are_bounded() -> None:
     sink = CountingSink()
     dropped: list[str] = []
-    sink.dropped = dropped.append  # type: ignore[method-assign]
+    sink.dropped = dropped.append
     assembler = TurnAssembler(Config(max_spans_per_turn=5), sink)
     tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}
     for span_id in range(2, 10):
@@ -123,7 +96,7 @@ def test_spans_per_turn_are_bounded() -> None:
 
 
 def test_plain_traffic_is_not_buffered_in_process() -> None:
-    from tests.helpers import Pipeline, S
+    from tests.support.helpers import Pipeline, S
 
     p = Pipeline()
     request = p.tracer.start_span("GET /orders", start_time=S)
@@ -153,7 +126,7 @@ def test_plain_traffic_is_not_buffered_in_process() -> None:
 def test_a_started_span_is_not_held_past_its_end() -> None:
     """The SDK hands on_end a new ReadableSpan: the Span that on_start got is the agent's, and
     nothing of loopwatch's keeps it alive once it has ended (the worker is held meanwhile)."""
-    from tests.helpers import Pipeline
+    from tests.support.helpers import Pipeline
 
     p = Pipeline()
     agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}
@@ -174,7 +147,7 @@ def test_only_starts_in_traces_with_a_turn_span_are_queued_until_their_root_ends
     (every end is); the worker lets the trace go when it takes its local root's end."""
     from opentelemetry import trace
 
-    from tests.helpers import Pipeline
+    from tests.support.helpers import Pipeline
 
     p = Pipeline()
     queue, traces = p.processor._queue, p.processor._turn_traces
@@ -207,8 +180,8 @@ def test_only_starts_in_traces_with_a_turn_span_are_queued_until_their_root_ends
 def test_past_its_bound_of_traces_every_start_is_queued() -> None:
     """Local roots that never end fill the set of traces followed; from then on every start is
     queued (the worker tests each), none is lost."""
-    from loopwatch import processor as module
-    from tests.helpers import Pipeline
+    from loopwatch.attach import processor as module
+    from tests.support.helpers import Pipeline
 
     p = Pipeline()
     bound = module.TURN_TRACES
@@ -235,7 +208,7 @@ class _Bare(ReadableSpan):
 
 
 def test_a_start_whose_fields_are_missing_is_queued_as_the_span_not_raised() -> None:
-    from tests.helpers import Pipeline
+    from tests.support.helpers import Pipeline
 
     p = Pipeline()
     p.tracer.start_span("warm").end()  # the processor learns the SDK's span class
@@ -250,7 +223,7 @@ def test_a_start_whose_fields_are_missing_is_queued_as_the_span_not_raised() -> 
 def test_a_plain_span_that_ends_after_its_turn_is_counted_late() -> None:
     from opentelemetry import trace
 
-    from tests.helpers import Pipeline, S
+    from tests.support.helpers import Pipeline, S
 
     p = Pipeline()
     agent = p.tracer.start_span(

@@ -1,6 +1,6 @@
 """loopwatch keeps its metrics as plain numbers and hands them to prometheus_client at scrape
-time (loopwatch.families): a scrape during turns sees each series whole, and prometheus_client's
-switch for _created lines still holds."""
+time (loopwatch.metrics.collectors): a scrape during turns sees each series whole, and
+prometheus_client's switch for _created lines still holds."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from prometheus_client.openmetrics.exposition import generate_latest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from loopwatch.core.summary import ToolSummary, TurnSummary
-from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.metrics.exporter import LoopwatchMetrics
 
 TURNS = 3000
 

@@ -674,10 +674,11 @@ def test_serve_and_replay_give_the_same_span_views_for_the_same_bytes(tmp_path: 
 
     from loopwatch.core.config import Config
     from loopwatch.history.formats import Reader
-    from loopwatch.metrics import LoopwatchMetrics
+    from loopwatch.metrics.exporter import LoopwatchMetrics
     from loopwatch.service import http_server
     from loopwatch.service.pipeline import Pipeline
-    from tests.replay_support import batches, collector_json_line, incident_turns, record
+    from testkit.stored import collector_json_line
+    from tests.support.replay import batches, incident_turns, record
 
     spans, p = record(incident_turns(random.Random(3))[:6])
     p.close()

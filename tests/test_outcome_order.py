@@ -26,12 +26,17 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 import loopwatch
+from loopwatch.attach.processor import span_view
 from loopwatch.conventions.read import read_span
 from loopwatch.core.assembler import TurnAssembler
-from loopwatch.metrics import metrics_for
-from loopwatch.processor import span_view
-from tests.helpers import span
-from tests.test_conversations import _config, _genai, _script, genai_attributes
+from loopwatch.metrics.exporter import metrics_for
+from tests.support.conversations import (
+    conversation_config,
+    conversation_script,
+    genai_attributes,
+    genai_message,
+)
+from tests.support.helpers import span
 
 SERVICE = "support-agent"
 TIMEOUT_TEXT = "Error: TimeoutError: ticket service timed out after 30s"
@@ -74,7 +79,7 @@ def record(
     }
     tracer = provider.get_tracer("scripted-model")
     Down.opened = 0
-    history = [_genai("system", "You are a support agent.")]
+    history = [genai_message("system", "You are a support agent.")]
 
     def model_call(answer: dict[str, Any]) -> None:
         start = time.time_ns()
@@ -82,11 +87,11 @@ def record(
         with span(tracer, "chat gpt-scripted", start, time.time_ns() + 1, attributes):
             pass
 
-    for turn, (user_text, responses, _results) in enumerate(_script()):
+    for turn, (user_text, responses, _results) in enumerate(conversation_script()):
         Down.down = failing and turn == 0
-        history.append(_genai("user", user_text))
+        history.append(genai_message("user", user_text))
         for calls in responses:
-            answer = _genai("assistant", calls=calls)
+            answer = genai_message("assistant", calls=calls)
             model_call(answer)
             history.append(answer)
             pairs = []
@@ -96,8 +101,8 @@ def record(
                 except TimeoutError as e:
                     got = e
                 pairs.append((call_id, sent(got)))
-            history.append(_genai("tool", results=pairs))
-        text = _genai("assistant", "Done.")
+            history.append(genai_message("tool", results=pairs))
+        text = genai_message("assistant", "Done.")
         model_call(text)
         history.append(text)
     if stray:
@@ -198,7 +203,7 @@ def three_turns_wrong(value: Callable[..., float]) -> list[str]:
 
 def through_processor(spans: Sequence[ReadableSpan]) -> CollectorRegistry:
     registry = CollectorRegistry()
-    processor = loopwatch.LoopwatchSpanProcessor(config=_config(), registry=registry)
+    processor = loopwatch.LoopwatchSpanProcessor(config=conversation_config(), registry=registry)
     for s in spans:
         processor.on_end(s)
     assert processor.force_flush(10_000)
@@ -272,12 +277,12 @@ def test_serve_counts_tool_spans_sent_ahead_in_shuffled_batches(
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    from tests.service_support import running, settle, snapshot
+    from tests.support.service import running, settle, snapshot
 
     spans, models = record(monkeypatch, True, _as_sent)
     in_process = through_processor(spans)
     for seed in range(2):
-        with running(replace(_config(), grace_seconds=0.0)) as service:
+        with running(replace(conversation_config(), grace_seconds=0.0)) as service:
             assert service.bound
             exporter = OTLPSpanExporter(endpoint=service.bound.grpc, insecure=True)
             for batch in shuffled_batches(spans, models, seed):
@@ -298,7 +303,7 @@ def test_a_tool_span_waits_for_its_model_call_at_most_the_idle_timeout(
     spans, models = record(monkeypatch, True, _as_sent, stray=True)
     stray = spans.pop()
     assert stray.name == "execute_tool search_orders"
-    config = _config()
+    config = conversation_config()
     registry = CollectorRegistry()
     now = [0.0]
     assembler = TurnAssembler(config, metrics_for(registry), clock=lambda: now[0])

@@ -14,7 +14,7 @@ from opentelemetry.trace import Status, StatusCode, Tracer
 
 from loopwatch.core.config import Config, ConfigError, config_from_mapping
 from loopwatch.core.declarations import ToolDeclaration
-from tests.helpers import Pipeline, S
+from tests.support.helpers import Pipeline, S
 
 MS = 1_000_000
 
@@ -433,7 +433,7 @@ def test_an_unknown_tool_through_the_service_is_the_same_failing_loop() -> None:
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from tests.service_support import post, running, settle, value
+    from tests.support.service import post, running, settle, value
 
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
@@ -591,7 +591,8 @@ def _stored(path: Any, turns: Sequence[Sequence[Raw]]) -> Any:
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from tests.replay_support import batches, write_collector_json
+    from testkit.stored import write_collector_json
+    from tests.support.replay import batches
 
     provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
     memory = InMemorySpanExporter()

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-import tests.test_conventions as conventions
-from benchmarks.streams import STREAMS, record
+import tests.support.span_shapes as conventions
+from loopwatch.attach.processor import span_view
 from loopwatch.conventions.read import (
     UNREAD_PREFIXES,
     is_turn_span,
@@ -20,26 +20,9 @@ from loopwatch.conventions.read import (
     read_span,
 )
 from loopwatch.core.records import Link, TurnMark
-from loopwatch.core.spans import SpanView
-from loopwatch.processor import span_view
-
-
-class Recording(dict[str, Any]):
-    """Attributes that remember every key read_span asks for."""
-
-    asked: set[str]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        self.asked.add(key)
-        return super().get(key, default)
-
-    def __getitem__(self, key: str) -> Any:
-        self.asked.add(key)
-        return super().__getitem__(key)
-
-    def __contains__(self, key: object) -> bool:
-        self.asked.add(str(key))
-        return super().__contains__(key)
+from loopwatch.core.span_view import SpanView
+from testkit.streams import STREAMS, record
+from tests.support.recording import Recording
 
 
 def _views_in(value: Any) -> list[SpanView]:

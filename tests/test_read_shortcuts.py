@@ -15,7 +15,7 @@ from loopwatch.core.config import Config
 from loopwatch.core.identity import canonical_json
 from loopwatch.core.keys import attempt_key
 from loopwatch.core.records import Link, LlmMark, ToolCall, TurnMark
-from tests.test_conventions import view
+from tests.support.span_shapes import view
 
 UNDECLARED = Config()
 

@@ -12,19 +12,21 @@ from typing import Any
 import pytest
 
 from loopwatch.cli import main
-from tests.replay_support import (
-    batches,
-    incident_turns,
-    jaeger_document,
+from testkit.stored import (
     jaeger_v3_answer,
     jaeger_v3_stream,
-    record,
-    replay_registry,
-    tempo_document,
     write_collector_json,
     write_collector_proto,
 )
-from tests.service_support import snapshot, value
+from tests.support.replay import (
+    batches,
+    incident_turns,
+    jaeger_document,
+    record,
+    replay_registry,
+    tempo_document,
+)
+from tests.support.service import snapshot, value
 
 TURNS = 3 * 12  # incident_turns in three conventions
 
@@ -128,7 +130,7 @@ def test_files_in_any_order_and_split_anywhere(recorded, tmp_path: Path) -> None
     first = write_collector_json(tmp_path / "a.json", requests[half:])
     from dataclasses import replace
 
-    from tests.replay_support import CONFIG
+    from tests.support.replay import CONFIG
 
     registry, outcome = replay_registry(
         [first, second], replace(CONFIG, grace_seconds=1e9, idle_timeout_seconds=1e9)
@@ -207,7 +209,7 @@ def test_replay_reads_otlp_json_into_the_views_protobufs_parser_gives(  # type: 
 
     from loopwatch.history.formats import Reader
     from loopwatch.service.otlp import span_views
-    from tests.replay_support import collector_json_line
+    from testkit.stored import collector_json_line
 
     spans, _ = recorded
     lines = [collector_json_line(r) for r in batches(spans)]
@@ -308,7 +310,7 @@ def test_lines_in_less_usual_forms_give_the_same_numbers(
     its spans) among the file exporter's gives the processor's numbers; a corrupt line among
     them is skipped and named."""
     spans, expected = recorded
-    from tests.replay_support import collector_json_line
+    from testkit.stored import collector_json_line
 
     lines = []
     for n, request in enumerate(batches(spans)):

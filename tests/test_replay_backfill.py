@@ -46,15 +46,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry, start_http_server
 
-from benchmarks.streams import SeededIds
 from loopwatch import LoopwatchSpanProcessor
 from loopwatch.cli import main
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
 from loopwatch.demo.scenarios import Turn, flaky, healthy
-from tests.helpers import S, require_tool
-from tests.history import Prometheus, backfilled_prometheus
-from tests.replay_support import CONFIG, batches, write_collector_json
-from tests.serve_process import free_port
+from testkit.serve_process import free_port
+from testkit.stored import write_collector_json
+from testkit.streams import SeededIds
+from tests.support.helpers import S, require_tool
+from tests.support.history import Prometheus, backfilled_prometheus
+from tests.support.replay import CONFIG, batches
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 

@@ -16,19 +16,15 @@ import pytest
 from google.protobuf import json_format
 
 from loopwatch.cli import main
-from tests.replay_support import (
-    CONFIG,
-    batches,
+from testkit.stored import (
     collector_json_line,
-    incident_turns,
     jaeger_v3_answer,
     jaeger_v3_stream,
-    record,
-    replay_registry,
     write_collector_json,
     write_collector_proto,
 )
-from tests.service_support import snapshot
+from tests.support.replay import CONFIG, batches, incident_turns, record, replay_registry
+from tests.support.service import snapshot
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +95,7 @@ def test_a_line_message_or_document_over_the_bound_is_not_held(
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
     from loopwatch.history import formats
-    from tests.replay_support import jaeger_document
+    from tests.support.replay import jaeger_document
 
     spans, expected = recorded
     lines = [collector_json_line(r) for r in batches(spans)]

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from benchmarks.bench_replay import stored_stream
-from loopwatch.core.spans import EventView, SpanView
+from loopwatch.core.span_view import EventView, SpanView
 from loopwatch.history.by_trace import Grouping, GroupingError, Limits, Trace
+from testkit.stored import stored_stream
 
 S = 10**9
 # small enough that every path runs: spans held, then written; buckets split, twice over;

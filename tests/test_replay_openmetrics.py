@@ -17,9 +17,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from loopwatch.cli import main
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import healthy
-from tests.helpers import S, require_tool
-from tests.replay_support import batches, incident_turns, record, write_collector_json
-from tests.service_support import snapshot
+from testkit.stored import write_collector_json
+from tests.support.helpers import S, require_tool
+from tests.support.replay import batches, incident_turns, record
+from tests.support.service import snapshot
 
 START = 1_767_225_600  # the first turn's start (seconds)
 LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} (\S+) (\d+)$")

@@ -27,16 +27,17 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
-from benchmarks.streams import CONFIG as STREAM_CONFIG
-from benchmarks.streams import emit_handrolled
-from benchmarks.streams import provider as stream_provider
 from loopwatch import LoopwatchSpanProcessor
 from loopwatch.cli import main
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
 from loopwatch.demo.scenarios import eleven_empty_searches, flaky, fourteen_tickets, healthy
-from tests.helpers import Pipeline, S
-from tests.replay_support import CONFIG, batches, collector_json_line, replay_registry
-from tests.service_support import snapshot
+from testkit.stored import collector_json_line
+from testkit.streams import CONFIG as STREAM_CONFIG
+from testkit.streams import emit_handrolled
+from testkit.streams import provider as stream_provider
+from tests.support.helpers import Pipeline, S
+from tests.support.replay import CONFIG, batches, replay_registry
+from tests.support.service import snapshot
 
 START = 1_767_225_600
 TURNS = 80

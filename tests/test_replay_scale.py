@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.bench_replay import stored_stream
+from testkit.stored import stored_stream
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL, LARGE = 10_000, 100_000  # spans

@@ -16,14 +16,9 @@ import pytest
 
 from loopwatch.cli import main
 from loopwatch.history import compressed
-from tests.replay_support import (
-    batches,
-    collector_json_line,
-    incident_turns,
-    record,
-    replay_registry,
-)
-from tests.service_support import snapshot
+from testkit.stored import collector_json_line
+from tests.support.replay import batches, incident_turns, record, replay_registry
+from tests.support.service import snapshot
 
 zstandard = pytest.importorskip("zstandard")  # the zstd extra; the test extra installs it
 

@@ -24,12 +24,12 @@ from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.core.summary import TurnSummary
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
-from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.activity import Activity
 from loopwatch.service.run import add_arguments
 from loopwatch.version import VERSION
-from tests.helpers import Pipeline, S
-from tests.serve_process import ServeProcess
+from testkit.serve_process import ServeProcess
+from tests.support.helpers import Pipeline, S
 
 TICKETS = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})
 

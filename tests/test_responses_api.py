@@ -15,8 +15,8 @@ import pytest
 
 from tests.framework_runs.loopback import ORDERS
 from tests.framework_runs.responses import INSTRUMENTATIONS, MODEL, MODES, PACKAGES
-from tests.helpers import run_scenario, venv_python
-from tests.test_handrolled import Readings, expected
+from tests.support.helpers import run_scenario, venv_python
+from tests.support.readings import Readings, expected
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.slow]
 

@@ -23,7 +23,7 @@ from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import fourteen_tickets
-from tests.helpers import Pipeline, S
+from tests.support.helpers import Pipeline, S
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
@@ -229,7 +229,7 @@ def test_a_forked_child_works_even_if_the_fork_came_mid_wait() -> None:
     registry = CollectorRegistry()
     processor = LoopwatchSpanProcessor(config=Config(queue_spans=10), registry=registry)
     span = ReadableSpan(name="x", context=SpanContext(1, 2, is_remote=False), end_time=1)
-    with processor._wake._cond:  # held, as by the worker inside Event.wait at the fork
+    with processor._wake._cond:  # type: ignore[attr-defined]  # held, as by the worker inside Event.wait at the fork
         pid = os.fork()
         if pid == 0:  # the child: on_end sets the wake event once the queue holds a batch
             try:

@@ -13,24 +13,25 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import generate_latest
 
-from benchmarks.golden import GOLDEN, in_process, normalize
-from benchmarks.streams import STREAMS, provider
-from loopwatch import LoopwatchSpanProcessor, sdk_fields
+from loopwatch import LoopwatchSpanProcessor
+from loopwatch.attach import read_fields
+from loopwatch.attach.read_api import PUBLIC
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
 from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
-from loopwatch.sdk_spans import PUBLIC
-from tests.helpers import S
+from testkit.golden import GOLDEN, in_process, normalize
+from testkit.streams import STREAMS, provider
+from tests.support.helpers import S
 
 DECLARED = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})
 
 
 @pytest.fixture
 def public_api() -> Iterator[None]:
-    sdk_fields.use_public_api(True)
+    read_fields.use_public_api(True)
     yield
-    sdk_fields.use_public_api(False)
+    read_fields.use_public_api(False)
 
 
 def _incidents() -> str:
@@ -49,9 +50,9 @@ def _incidents() -> str:
 
 
 def test_the_installed_sdk_is_read_from_its_fields() -> None:
-    assert sdk_fields.mismatch() is None
+    assert read_fields.mismatch() is None
     processor = LoopwatchSpanProcessor(config=Config(), registry=CollectorRegistry())
-    assert processor._span_view is sdk_fields.FAST.view
+    assert processor._span_view is read_fields.FAST.view
     processor.shutdown()
 
 
@@ -68,11 +69,11 @@ def test_the_public_api_exports_the_golden_metrics(name: str) -> None:
 def test_the_public_api_counts_the_incidents_as_the_fields_do() -> None:
     fields = _incidents()
     assert "loopwatch_turns_total" in fields
-    sdk_fields.use_public_api(True)
+    read_fields.use_public_api(True)
     try:
         public = _incidents()
     finally:
-        sdk_fields.use_public_api(False)
+        read_fields.use_public_api(False)
     assert public.splitlines() == fields.splitlines()
 
 
@@ -83,8 +84,8 @@ def test_a_renamed_field_fails_the_check_once_and_the_public_api_counts(
     says): the check fails at the first processor, one warning says so, and every processor
     reads through the public API."""
     fields = _incidents()
-    monkeypatch.setitem(sdk_fields.FIELDS, "context", "_span_context")
-    monkeypatch.setattr(sdk_fields, "_checked", None)  # as in a new process
+    monkeypatch.setitem(read_fields.FIELDS, "context", "_span_context")
+    monkeypatch.setattr(read_fields, "_checked", None)  # as in a new process
     with caplog.at_level(logging.WARNING, logger="loopwatch"):
         got = in_process("mix")
         public = _incidents()
@@ -93,7 +94,7 @@ def test_a_renamed_field_fails_the_check_once_and_the_public_api_counts(
     assert warnings[0].levelno == logging.WARNING
     assert "_span_context" in warnings[0].getMessage()
     assert "public ReadableSpan API" in warnings[0].getMessage()
-    assert sdk_fields.span_reader() is PUBLIC
+    assert read_fields.span_reader() is PUBLIC
     assert got.splitlines() == (GOLDEN / "mix-processor.txt").read_text().splitlines()
     assert public.splitlines() == fields.splitlines()
 
@@ -101,17 +102,17 @@ def test_a_renamed_field_fails_the_check_once_and_the_public_api_counts(
 def test_the_field_reader_reads_what_fields_lists() -> None:
     """The check looks up FIELDS: the field reader must read nothing private beyond it (read from
     the module's source, which both builds ship)."""
-    listed = {name for path in sdk_fields.FIELDS.values() for name in path.split(".")}
-    source = Path(sdk_fields.__file__).parent / "sdk_fields.py"
+    listed = {name for path in read_fields.FIELDS.values() for name in path.split(".")}
+    source = Path(read_fields.__file__).parent / "read_fields.py"
     helpers = (
-        sdk_fields._readable,
-        sdk_fields.start_fields,
-        sdk_fields.end_fields,
-        sdk_fields.kept_start,
-        sdk_fields.start_may_be_turn,
-        sdk_fields.resource_field,
+        read_fields._readable,
+        read_fields.start_fields,
+        read_fields.end_fields,
+        read_fields.kept_start,
+        read_fields.start_may_be_turn,
+        read_fields.resource_field,
     )
-    readers = {f.__name__ for f in (*sdk_fields.FAST, *helpers, sdk_fields.view_fields)}
+    readers = {f.__name__ for f in (*read_fields.FAST, *helpers, read_fields.view_fields)}
     read = set()
     for node in ast.walk(ast.parse(source.read_text())):
         if isinstance(node, ast.FunctionDef) and node.name in readers:
@@ -124,7 +125,7 @@ def test_the_field_reader_reads_what_fields_lists() -> None:
                     read.add(n.id)
             readers.discard(node.name)
     assert not readers  # every reader found
-    assert {n for n in read if n.startswith("_") and n not in vars(sdk_fields)} == listed
+    assert {n for n in read if n.startswith("_") and n not in vars(read_fields)} == listed
 
 
 def test_a_check_that_cannot_run_falls_back_without_raising(
@@ -135,8 +136,8 @@ def test_a_check_that_cannot_run_falls_back_without_raising(
             raise RuntimeError("no TracerProvider here")
 
     # the probe's provider: what the check needs first
-    monkeypatch.setattr(sdk_fields, "TracerProvider", Broken)
-    monkeypatch.setattr(sdk_fields, "_checked", None)
+    monkeypatch.setattr(read_fields, "TracerProvider", Broken)
+    monkeypatch.setattr(read_fields, "_checked", None)
     with caplog.at_level(logging.WARNING, logger="loopwatch"):
         processor = LoopwatchSpanProcessor(config=Config(), registry=CollectorRegistry())
     processor.shutdown()
@@ -150,7 +151,7 @@ def test_a_check_that_cannot_run_falls_back_without_raising(
 def test_names_that_are_not_text_are_read_as_text(public: bool) -> None:
     """The SDK stores whatever name the caller passed; a span named 12345 or None is still
     read, its tool call counted, not dropped as an internal error."""
-    sdk_fields.use_public_api(public)
+    read_fields.use_public_api(public)
     try:
         registry = CollectorRegistry()
         p = provider(5, LoopwatchSpanProcessor(config=Config(), registry=registry))
@@ -163,7 +164,7 @@ def test_names_that_are_not_text_are_read_as_text(public: bool) -> None:
             span.add_event(7)  # type: ignore[arg-type]
         p.shutdown()
     finally:
-        sdk_fields.use_public_api(False)
+        read_fields.use_public_api(False)
     exposition = generate_latest(registry).decode()
     assert 'loopwatch_spans_dropped_total{reason="error"} 0.0' in exposition
     calls = 'loopwatch_tool_calls_total{agent="unknown",error_class="ok",model="unknown",'

@@ -15,9 +15,15 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
 from loopwatch.core.config import Config
-from loopwatch.core.spans import SpanView
+from loopwatch.core.span_view import SpanView
 from loopwatch.core.summary import ToolSummary, TurnSummary
-from loopwatch.metrics import LABEL_CHARS, OTHER, SERIES_LIMIT, LoopwatchMetrics, bounded_value
+from loopwatch.metrics.exporter import (
+    LABEL_CHARS,
+    OTHER,
+    SERIES_LIMIT,
+    LoopwatchMetrics,
+    bounded_value,
+)
 from loopwatch.service.pipeline import Pipeline
 
 MB = 1_000_000
@@ -108,7 +114,7 @@ def test_the_default_bound_is_tens_of_megabytes_as_documented() -> None:
     # the documents quote it: a new metric family moves it, and they must follow
     quoted = f"{round(bound / MB)} MB"
     assert f"**{quoted}**" in (ROOT / "docs" / "service.md").read_text(), quoted
-    assert f"at most {quoted}" in (ROOT / "README.md").read_text(), quoted
+    assert f"at most {quoted}" in (ROOT / "docs" / "metrics.md").read_text(), quoted
 
 
 @pytest.mark.slow

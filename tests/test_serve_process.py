@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-import tests.serve_process as sp
+import testkit.serve_process as sp
 
 
 def _choosing(monkeypatch: pytest.MonkeyPatch, first: str | None) -> list[str]:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from google.rpc import code_pb2, status_pb2
+from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -21,7 +21,7 @@ from loopwatch.demo.scenarios import fourteen_tickets
 from loopwatch.service.app import Service
 from loopwatch.service.otlp import hex_ids_json
 from loopwatch.service.otlp_lean import LeanRequest
-from tests.service_support import post, request_for, running, settle, value
+from tests.support.service import EXPORT, post, request_for, running, settle, value
 
 LIMIT = 64 * 1024
 CONFIG = Config(
@@ -29,7 +29,6 @@ CONFIG = Config(
     grace_seconds=0.0,
     max_request_bytes=LIMIT,
 )
-EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
 WATCHED = (

@@ -24,8 +24,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import healthy
-from tests.helpers import require_tool
-from tests.serve_process import ServeProcess, http_get, wait_for
+from testkit.serve_process import ServeProcess, http_get, wait_for
+from tests.support.helpers import require_tool
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 

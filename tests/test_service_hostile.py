@@ -14,7 +14,12 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from benchmarks.adversarial import (
+from loopwatch.core.config import Config
+from loopwatch.service import http_server, metrics_server
+from loopwatch.service.app import Service as LiveService
+from loopwatch.service.http_base import Endpoint
+from loopwatch.service.run import STOP_SECONDS
+from testkit.attacks import (
     CL_LONGER,
     CL_NOT_ASCII,
     CL_TE,
@@ -34,13 +39,8 @@ from benchmarks.adversarial import (
     raw,
     slowloris,
 )
-from loopwatch.core.config import Config
-from loopwatch.service import http_server, metrics_server
-from loopwatch.service.app import Service as LiveService
-from loopwatch.service.http_base import Endpoint
-from loopwatch.service.run import STOP_SECONDS
-from tests.service_support import get, running, settle, value, wait_for
-from tests.test_service_bad_input import EXPORT
+from testkit.serve_process import wait_for
+from tests.support.service import EXPORT, get, running, settle, value
 
 _TRACES = itertools.count(300_000)
 

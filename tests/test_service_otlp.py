@@ -14,7 +14,7 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from loopwatch.core.config import Config
-from loopwatch.core.spans import STATUS_ERROR, EventView, SpanView
+from loopwatch.core.span_view import STATUS_ERROR, EventView, SpanView
 from loopwatch.demo.scenarios import fourteen_tickets
 from loopwatch.service.otlp import (
     RequestError,
@@ -24,7 +24,7 @@ from loopwatch.service.otlp import (
     span_views,
 )
 from loopwatch.service.otlp_json import decode
-from tests.service_support import post, request_for, running, settle, value
+from tests.support.service import post, request_for, running, settle, value
 
 TRACE = bytes(range(1, 17))
 SPAN = bytes(range(1, 9))
@@ -241,8 +241,8 @@ def test_otlp_json_gives_the_views_protobuf_gives() -> None:
 
     from loopwatch.demo.emit import CONVENTIONS, emit_turn
     from loopwatch.demo.scenarios import eleven_empty_searches
-    from tests.helpers import Pipeline, S
-    from tests.test_vercel_ai import FIXTURES, RECORDINGS, requests
+    from tests.support.helpers import Pipeline, S
+    from tests.support.vercel_ai import FIXTURES, RECORDINGS, requests
 
     p = Pipeline(Config())
     memory = InMemorySpanExporter()

@@ -8,10 +8,10 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from benchmarks.streams import STREAMS, record
 from loopwatch.conventions.read import UNREAD_PREFIXES
 from loopwatch.service import otlp
 from loopwatch.service.otlp import attributes, parse_protobuf, span_attributes, span_views
+from testkit.streams import STREAMS, record
 
 
 def _kv(key: str, text: str) -> bytes:

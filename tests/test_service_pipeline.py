@@ -14,15 +14,23 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from prometheus_client import CollectorRegistry
 
 from loopwatch.core.config import Config
-from loopwatch.core.declarations import ToolDeclaration
-from loopwatch.core.spans import SpanView
+from loopwatch.core.span_view import SpanView
 from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets
-from loopwatch.metrics import LoopwatchMetrics
+from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.otlp import REMOTE_PARENT, span_views
 from loopwatch.service.pipeline import Pipeline
-from tests.service_support import get, post, request_for, running, settle, value, wait_for
-
-DECLARED = {"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))}
+from testkit.serve_process import wait_for
+from tests.support.service import (
+    DECLARED,
+    get,
+    post,
+    request_for,
+    rootless,
+    running,
+    settle,
+    tickets,
+    value,
+)
 
 
 class Clock:
@@ -57,19 +65,6 @@ def setup() -> Iterator[Setup]:
     s = Setup(grace_seconds=5.0, idle_timeout_seconds=60.0)
     yield s
     s.pipeline.stop()
-
-
-def tickets() -> list[SpanView]:
-    spans = span_views(request_for(fourteen_tickets())).spans
-    assert spans[-1].parent_id is None  # the root ends last
-    return spans
-
-
-def rootless(spans: list[SpanView]) -> list[SpanView]:
-    """The trace as a receiver sees it when the root (an HTTP server span, say) never comes:
-    the agent span hangs under a parent that is not there."""
-    agent = replace(spans[-1], parent_id=0x5EED)
-    return [*spans[:-1], agent]
 
 
 def behind_remote_parent(spans: list[SpanView]) -> list[SpanView]:

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import fourteen_tickets
 from loopwatch.service.run import STOP_SECONDS
-from tests.serve_process import ServeProcess, wait_for
+from testkit.serve_process import ServeProcess, wait_for
 
 TOML = """
 [serve]

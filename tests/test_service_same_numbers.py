@@ -22,8 +22,8 @@ from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
 from loopwatch.demo.scenarios import eleven_empty_searches, flaky, fourteen_tickets, healthy
 from loopwatch.service.otlp import hex_ids_json
-from tests.helpers import Pipeline, S
-from tests.service_support import post, running, settle, snapshot, value
+from tests.support.helpers import Pipeline, S
+from tests.support.service import post, running, settle, snapshot, value
 
 CONFIG = Config(
     tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))},
@@ -91,7 +91,7 @@ def test_exporter_span_survives_the_wire_unchanged() -> None:
     """The OTLP decoding yields exactly the SpanView the in-process processor builds."""
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from loopwatch.processor import span_view
+    from loopwatch.attach.processor import span_view
     from loopwatch.service.otlp import parse_protobuf, span_views
     from loopwatch.service.otlp_json import decode
 

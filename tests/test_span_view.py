@@ -11,9 +11,9 @@ from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
 from prometheus_client import CollectorRegistry
 
 from loopwatch import LoopwatchSpanProcessor
+from loopwatch.attach.processor import span_view
 from loopwatch.core.config import Config
-from loopwatch.core.spans import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
-from loopwatch.processor import span_view
+from loopwatch.core.span_view import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
 
 _CODES = {StatusCode.UNSET: STATUS_UNSET, StatusCode.OK: STATUS_OK, StatusCode.ERROR: STATUS_ERROR}
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import require_tool
-from tests.serve_process import free_port
+from testkit.serve_process import free_port
+from tests.support.helpers import require_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"

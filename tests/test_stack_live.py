@@ -40,8 +40,8 @@ from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets, healthy
-from tests.helpers import require_tool
-from tests.serve_process import free_port
+from testkit.serve_process import free_port
+from tests.support.helpers import require_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:

@@ -24,7 +24,7 @@ from loopwatch.core.suggest import (
 )
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import Call, Turn
-from tests.helpers import Pipeline, S
+from tests.support.helpers import Pipeline, S
 
 MESSAGES = tuple(
     f"Deploy {n} of the billing service finished: {n % 4} warnings, see the run log"

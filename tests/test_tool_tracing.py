@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 import loopwatch
 from loopwatch.core.declarations import REGISTRY
-from tests.helpers import Pipeline
+from tests.support.helpers import Pipeline
 
 CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
@@ -340,7 +340,7 @@ def test_a_tracing_failure_never_reaches_the_application(
 
     tool = loopwatch.tool(identity=["customer_id"])(create_ticket)
     monkeypatch.setattr(TracerProvider, "get_tracer", broken)
-    import loopwatch.tracing as tracing
+    import loopwatch.attach.own_spans as tracing
 
     monkeypatch.setattr(tracing, "_cached", None)
     assert tool("c_1", "o_1", "refund") == {"ticket": "t_1"}

@@ -14,7 +14,7 @@ from loopwatch.conventions import read_span
 from loopwatch.core.config import Config
 from loopwatch.core.keys import AttemptKey
 from loopwatch.core.records import Link, LlmMark, Record, ToolCall, TurnMark
-from loopwatch.core.spans import SpanView
+from loopwatch.core.span_view import SpanView
 from loopwatch.core.summary import summarize
 from loopwatch.core.turns import TurnGroup, split_turns
 
@@ -123,7 +123,7 @@ def test_turns_under_a_long_lived_root_are_finalized_when_their_agent_ends() -> 
     from loopwatch.core.declarations import ToolDeclaration
     from loopwatch.demo.emit import emit_turn
     from loopwatch.demo.scenarios import fourteen_tickets
-    from tests.helpers import Pipeline, S
+    from tests.support.helpers import Pipeline, S
 
     p = Pipeline(Config(tools={"create_ticket": ToolDeclaration(identity=("order_id",))}))
     batch = p.tracer.start_span("nightly batch", start_time=S)
@@ -150,7 +150,7 @@ def test_an_agent_run_inside_a_tool_is_part_of_the_outer_turn(over_http: bool) -
 
     from opentelemetry import trace
 
-    from tests.helpers import Pipeline, S
+    from tests.support.helpers import Pipeline, S
 
     p = Pipeline(Config())
     tracer = p.tracer

@@ -19,14 +19,13 @@ from loopwatch.conventions.read import UNREAD_PREFIXES, may_be_genai
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.core.records import Link, LlmMark, ToolCall, TurnMark
-from loopwatch.core.spans import SpanView
+from loopwatch.core.span_view import SpanView
 from loopwatch.service.otlp_json import decode
-from tests.serve_process import ServeProcess
-from tests.service_support import get, post
-from tests.test_read_keys import Recording
+from testkit.serve_process import ServeProcess
+from tests.support.recording import Recording
+from tests.support.service import get, post
+from tests.support.vercel_ai import RECORDINGS, requests
 
-FIXTURES = Path(__file__).parent / "fixtures" / "vercel_ai"
-RECORDINGS = ("ai6.jsonl", "ai7-legacy.jsonl")
 AGENT, MODEL = "support", "gpt-4.1-mini"
 TURN = {"service": "support-agent", "agent": AGENT, "model": MODEL}
 
@@ -48,11 +47,6 @@ DECLARED = Config(
 )
 
 Sample = tuple[str, tuple[tuple[str, str], ...]]
-
-
-def requests(recording: str) -> list[bytes]:
-    """The recording's ExportTraceServiceRequests (OTLP/JSON), one a turn."""
-    return (FIXTURES / recording).read_bytes().splitlines()
 
 
 def _samples(text: str) -> dict[Sample, float]:

@@ -239,7 +239,7 @@ def main(argv: Sequence[str]) -> None:
     from google import genai
     from google.genai import types
 
-    from loopwatch.genai_instrumentation import instrument_frameworks
+    from loopwatch.attach.frameworks import instrument_frameworks
 
     provider, switch = global_provider()  # where @loopwatch.tool traces
     # what loopwatch.instrument() switches on (its processor is added per run instead)

@@ -186,7 +186,7 @@ def main(argv: Sequence[str]) -> None:
         os.environ["OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"] = "litellm"
     import litellm
 
-    from loopwatch.genai_instrumentation import instrument_frameworks
+    from loopwatch.attach.frameworks import instrument_frameworks
 
     provider, switch = global_provider()
     calls = ModelCalls()

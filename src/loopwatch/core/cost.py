@@ -1,0 +1,146 @@
+"""What a turn's loops cost: the tokens of the model calls that asked for their extra attempts.
+
+The rule, in one place (docs/metrics.md, docs/history.md and loopwatch_loop_tokens_total's help say
+the same):
+
+- An extra attempt is a call of a loop past its first: for a repeat loop, each call past the
+  first of a run of one key's attempts that reached the loop threshold; for a no-rows,
+  same-result or failing loop, each call past the first of the streak that reached its
+  threshold (the calls that made it a loop: a same-result or failing streak over more than one
+  key).
+- The model call charged for an extra attempt is the one that asked for it: the turn's model
+  call (LLM span) that started last at or before the attempt started. A model call is charged
+  once per turn, whatever number of extra attempts it asked for, under the tool, error class
+  and kind of the first of them (in start order; among the kinds of one call, repeat, no_rows,
+  same_result, failing).
+- Its tokens are those its span reports (conventions.usage): input, output, or a total
+  reported alone. A model call that reports none is charged 0.
+
+So a turn without a loop costs nothing, and neither does the first attempt of a loop: that
+call was the agent's to make.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable, Hashable
+from typing import Final
+
+from loopwatch.core.config import Config
+from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.core.outcomes import EMPTY, OK
+from loopwatch.core.records import LlmMark, ToolCall
+
+REPEAT: Final = "repeat"
+NO_ROWS: Final = "no_rows"
+SAME_RESULT: Final = "same_result"
+FAILING: Final = "failing"
+_KIND_ORDER: Final = {REPEAT: 0, NO_ROWS: 1, SAME_RESULT: 2, FAILING: 3}
+
+# (the call, its loop's error class, its loop's kind)
+Extra = tuple[ToolCall, str, str]
+# (error class, kind, model calls, input tokens, output tokens, tokens reported as a total only)
+LoopTokens = tuple[str, str, int, int, int, int]
+
+
+def extra_attempts(
+    tool_calls: list[ToolCall],
+    key_lists: list[list[ToolCall]],
+    runs_of: dict[tuple[str, str, str], list[int]],
+    loops: tuple[tuple[str, str], ...],
+    config: Config,
+    declaration: ToolDeclaration | None,
+) -> list[Extra]:
+    """The extra attempts of one tool's loops in a turn (its calls and its keys' calls in start
+    order; ``runs_of`` as core.summary builds it; ``loops`` the (error class, kind) found)."""
+    kinds = {kind for _, kind in loops}
+    extras: list[Extra] = []
+    if REPEAT in kinds:
+        threshold = config.loop_threshold_for(declaration)
+        for key_calls in key_lists:
+            if len(key_calls) < threshold:
+                continue
+            k = key_calls[0].key
+            error_class = key_calls[0].error_class
+            start = 0
+            for n in runs_of[(k.tool, k.identity, k.outcome)]:
+                if n >= threshold:
+                    run = key_calls[start + 1 : start + n]
+                    extras.extend((c, error_class, REPEAT) for c in run)
+                start += n
+    if NO_ROWS in kinds:
+        extras.extend(
+            _streaks(tool_calls, _empty, config.no_rows_threshold_for(declaration), False, NO_ROWS)
+        )
+    if SAME_RESULT in kinds:
+        threshold = config.same_result_threshold_for(declaration)
+        extras.extend(_streaks(tool_calls, _same_data, threshold, True, SAME_RESULT))
+    if FAILING in kinds:
+        threshold = config.failing_threshold_for(declaration)
+        extras.extend(_streaks(tool_calls, _failure, threshold, True, FAILING))
+    return extras
+
+
+def _empty(c: ToolCall) -> Hashable:
+    return True if c.result == EMPTY else None
+
+
+def _same_data(c: ToolCall) -> Hashable:
+    return c.same_result or None
+
+
+def _failure(c: ToolCall) -> Hashable:
+    return c.error_class if c.error_class != OK else None
+
+
+def _streaks(
+    calls: list[ToolCall],
+    group: Callable[[ToolCall], Hashable],
+    threshold: int,
+    over_keys: bool,
+    kind: str,
+) -> list[Extra]:
+    """The calls past the first of each run of consecutive calls in one group (None: no group,
+    a break) that reached ``threshold`` (and, ``over_keys``, held more than one key)."""
+    out: list[Extra] = []
+    start, current = 0, None
+    for i in range(len(calls) + 1):
+        value = group(calls[i]) if i < len(calls) else None
+        if value is not None and value == current:
+            continue
+        if current is not None and i - start >= max(threshold, 1):
+            run = calls[start:i]
+            if not over_keys or len({c.key.identity for c in run}) > 1:
+                error_class = run[0].error_class
+                out.extend((c, error_class, kind) for c in run[1:])
+        start, current = i, value
+    return out
+
+
+def charge(extras: list[Extra], llms: list[LlmMark]) -> dict[str, list[LoopTokens]]:
+    """tool -> what its loops cost in the turn (see the module's docstring for the rule)."""
+    if not extras or not llms:
+        return {}
+    marks = sorted(llms, key=lambda m: (m.start_ns, m.span_id))
+    starts = [m.start_ns for m in marks]
+    ordered = sorted(extras, key=lambda e: (e[0].start_ns, e[0].span_id, _KIND_ORDER[e[2]]))
+    charged: set[int] = set()
+    # tool -> (error class, kind) -> [model calls, input, output, unsplit]
+    totals: dict[str, dict[tuple[str, str], list[int]]] = {}
+    for call, error_class, kind in ordered:
+        at = bisect_right(starts, call.start_ns)
+        if not at:
+            continue  # no model call started before it
+        mark = marks[at - 1]
+        if mark.span_id in charged:
+            continue
+        charged.add(mark.span_id)
+        cell = totals.setdefault(call.tool, {}).setdefault((error_class, kind), [0, 0, 0, 0])
+        cell[0] += 1
+        cell[1] += mark.input_tokens
+        cell[2] += mark.output_tokens
+        cell[3] += mark.unsplit_tokens
+    return {
+        tool: [(e, k, n[0], n[1], n[2], n[3]) for (e, k), n in sorted(cells.items())]
+        for tool, cells in totals.items()
+    }

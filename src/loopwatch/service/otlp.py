@@ -1,0 +1,346 @@
+"""OTLP trace requests into the core's span views: protobuf here, OTLP/JSON in
+:mod:`loopwatch.service.otlp_json`."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+
+from loopwatch.conventions.read import UNREAD_PREFIXES
+from loopwatch.core.span_view import EventView, SpanView
+from loopwatch.service.otlp_lean import LeanRequest
+
+# SpanView.extra key: the parent is in another process (OTLP span flags say so).
+REMOTE_PARENT = "remote_parent"
+_REMOTE_KNOWN = 0x100  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
+_REMOTE = 0x200  # SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+_REMOTE_BOTH = _REMOTE_KNOWN | _REMOTE
+_REMOTE_EXTRA = {REMOTE_PARENT: True}
+
+
+class RequestError(ValueError):
+    """The request body is not an OTLP trace request (HTTP 400, gRPC INVALID_ARGUMENT)."""
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """The spans of one request, and how many of them were rejected (invalid ids)."""
+
+    spans: list[SpanView]
+    rejected: int = 0
+
+
+def parse_protobuf(body: bytes) -> Any:
+    """Parse a binary ``ExportTraceServiceRequest`` (span attributes left serialized: see
+    :func:`span_views`)."""
+    request = LeanRequest()
+    try:
+        request.ParseFromString(body)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise RequestError(f"not an OTLP protobuf trace request: {e}") from None
+    return request
+
+
+def _array(value: Any) -> tuple[Any, ...]:
+    # the SDK stores sequence attributes as tuples; the core sees the same here
+    return tuple(any_value(v) for v in value.array_value.values)
+
+
+def _kvlist(value: Any) -> dict[str, Any]:
+    return attributes(value.kvlist_value.values)
+
+
+_ANY: dict[str | None, Callable[[Any], Any]] = {
+    "string_value": lambda v: v.string_value,
+    "bool_value": lambda v: v.bool_value,
+    "int_value": lambda v: v.int_value,
+    "double_value": lambda v: v.double_value,
+    "bytes_value": lambda v: bytes(v.bytes_value),
+    "array_value": _array,
+    "kvlist_value": _kvlist,
+    # an index into a profile's string table: nothing to read in a trace
+    "string_value_strindex": lambda v: None,
+    None: lambda v: None,
+}
+
+
+def any_value(value: Any) -> Any:
+    """An OTLP ``AnyValue`` as the Python value the SDK would have held."""
+    return _ANY[value.WhichOneof("value")](value)
+
+
+def attributes(pairs: Iterable[Any], skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """OTLP key-values as a dict, without the keys that start with one of ``skip``."""
+    out: dict[str, Any] = {}
+    for kv in pairs:
+        key = kv.key
+        if skip and key.startswith(skip):
+            continue
+        v = kv.value
+        kind = v.WhichOneof("value")
+        # the common case inline: most attributes are strings
+        out[key] = v.string_value if kind == "string_value" else _ANY[kind](v)
+    return out
+
+
+# Serialized span attributes met before, each with what it became (_SKIPPED: not kept): spans
+# repeat most of theirs (model, provider, kind, code location, HTTP method), and a lookup costs a
+# fraction of decoding one. Bounded in entries, and in the bytes of each (a longer one would
+# cost more to hash than it saves).
+SEEN_ENTRIES: Final = 8192
+SEEN_BYTES: Final = 128
+# Not kept: the mark is the value, compared by identity (no attribute value is it). Not the
+# tuple's identity: compiled, a tuple is rebuilt each time it is passed around.
+_NOT_KEPT: Final = object()
+_SKIPPED: Final[tuple[str, Any]] = ("", _NOT_KEPT)
+_SEEN: dict[bytes, tuple[str, Any]] = {}
+_SHAREABLE: Final = (str, int, float, bool, bytes, type(None))  # immutable: one value, many spans
+# Serialized keys (UTF-8) met before: -1 for a key the conventions may read; for an unread one,
+# how many more of its values may enter _SEEN (a key whose values keep changing, an id or a
+# token count, stops filling it). Bounded in entries.
+_UNREAD_BYTES: Final = tuple(p.encode() for p in UNREAD_PREFIXES)
+_KEYS_ENTRIES: Final = 4096
+_VALUES_PER_UNREAD_KEY: Final = 16
+_KEYS: dict[bytes, int] = {}
+
+
+def _learn_key(key: bytes, size: int) -> int:
+    unread = len(key) == size and key.startswith(_UNREAD_BYTES)
+    if len(_KEYS) >= _KEYS_ENTRIES:
+        _KEYS.clear()
+    left = _KEYS[key] = _VALUES_PER_UNREAD_KEY if unread else -1
+    return left
+
+
+def _remember(raw: bytes, got: tuple[str, Any]) -> None:
+    if len(raw) <= SEEN_BYTES:
+        if len(_SEEN) >= SEEN_ENTRIES:
+            _SEEN.clear()
+        _SEEN[raw] = got
+
+
+def _varint(raw: bytes, at: int) -> tuple[int, int]:
+    """(value, offset after it) of the varint at ``at``; value -1 past four bytes or the end."""
+    value = shift = 0
+    end = min(len(raw), at + 4)
+    while at < end:
+        byte = raw[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
+    return -1, at
+
+
+def _text_value(raw: bytes, at: int) -> str | None:
+    """The string at ``at`` when the rest of ``raw`` is a value written as encoders write a
+    string (field 2, an AnyValue holding only field 1) and valid UTF-8; None for anything
+    else, which protobuf then reads (and rejects)."""
+    if at >= len(raw) or raw[at] != 0x12:
+        return None
+    outer, at = _varint(raw, at + 1)
+    if outer < 0 or at + outer != len(raw) or at >= len(raw) or raw[at] != 0x0A:
+        return None
+    inner, at = _varint(raw, at + 1)
+    if inner < 0 or at + inner != len(raw):
+        return None
+    try:
+        return raw[at:].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _int_value(raw: bytes, at: int) -> int:
+    """The integer at ``at`` when the rest of ``raw`` is a value written as encoders write a
+    small non-negative int (field 2, an AnyValue holding only field 3: a token count); -1 for
+    anything else, which protobuf then reads."""
+    if at + 2 >= len(raw) or raw[at] != 0x12 or raw[at + 2] != 0x18:
+        return -1
+    if raw[at + 1] != len(raw) - at - 2:
+        return -1
+    value, end = _varint(raw, at + 3)
+    return value if end == len(raw) else -1
+
+
+def _key_value(raw: bytes) -> tuple[str, Any]:
+    # The key as encoders write it: the first field (tag 0x0A), its length in one byte. An
+    # attribute skipped by it is not decoded, so not checked: its value is never read.
+    size = raw[1] if len(raw) > 1 and raw[0] == 0x0A else 0x80
+    if size < 0x80:
+        key = raw[2 : 2 + size]
+        left = _KEYS.get(key)
+        if left is None:
+            left = _learn_key(key, size)
+        if left >= 0:
+            if left:
+                _KEYS[key] = left - 1
+                _remember(raw, _SKIPPED)
+            return _SKIPPED
+        # a text value written as encoders write it (most are): read here, without the
+        # message objects protobuf builds for the pair (they cost more than the reading)
+        text = _text_value(raw, 2 + size) if len(key) == size else None
+        if text is not None:
+            try:
+                got: tuple[str, Any] = (key.decode("utf-8"), text)
+            except UnicodeDecodeError:
+                pass
+            else:
+                _remember(raw, got)
+                return got
+        elif len(key) == size and raw[2 + size : 3 + size] == b"\x12":
+            number = _int_value(raw, 2 + size)
+            if number >= 0:
+                try:
+                    got = (key.decode("utf-8"), number)
+                except UnicodeDecodeError:
+                    pass
+                else:
+                    _remember(raw, got)
+                    return got
+    try:
+        pair = KeyValue.FromString(raw)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise RequestError(f"not an OTLP protobuf trace request: attribute: {e}") from None
+    name = pair.key
+    if name.startswith(UNREAD_PREFIXES):  # written unusually: a long key, fields reordered
+        got = _SKIPPED
+    else:
+        value = pair.value
+        text = value.string_value  # most are strings: one call, not WhichOneof and a get
+        got = (name, text) if text else (name, any_value(value))
+        if not isinstance(got[1], _SHAREABLE):
+            return got
+    _remember(raw, got)
+    return got
+
+
+def span_attributes(raw: Iterable[bytes]) -> dict[str, Any]:
+    """A span's serialized ``KeyValue`` attributes as a dict, without the ones whose key starts
+    with one of the conventions' ``UNREAD_PREFIXES`` (RequestError for a malformed one)."""
+    out: dict[str, Any] = {}
+    seen = _SEEN
+    for kv in raw:
+        # a long one is never there, so not hashed (a prompt history's several KB a value)
+        got = seen.get(kv) if len(kv) <= SEEN_BYTES else None
+        if got is None:
+            got = _key_value(kv)
+        if got[1] is not _NOT_KEPT:
+            out[got[0]] = got[1]
+    return out
+
+
+def _service(resource: Any) -> str:
+    for kv in resource.attributes:
+        if kv.key == "service.name":
+            value = any_value(kv.value)
+            return str(value) if value not in (None, "") else "unknown"
+    return "unknown"
+
+
+def valid_ids(trace_id: bytes, span_id: bytes, parent: bytes) -> bool:
+    """Whether a span's ids are a trace id, a span id and an absent or whole parent id, the
+    first two not all zeros."""
+    return (
+        len(trace_id) == 16
+        and len(span_id) == 8
+        and len(parent) in (0, 8)
+        and any(trace_id)
+        and any(span_id)
+    )
+
+
+def count_spans(request: Any) -> tuple[int, int]:
+    """(valid spans, rejected spans) of a request, without converting any."""
+    valid = rejected = 0
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                if valid_ids(span.trace_id, span.span_id, span.parent_span_id):
+                    valid += 1
+                else:
+                    rejected += 1
+    return valid, rejected
+
+
+def span_views(request: Any) -> Decoded:
+    """Every span of the request as a SpanView; spans with invalid ids are rejected, a malformed
+    attribute is a RequestError. ``request``: from :func:`parse_protobuf`, or any
+    ``ExportTraceServiceRequest`` message."""
+    if not isinstance(request, LeanRequest):
+        request = LeanRequest.FromString(request.SerializeToString())
+    spans: list[SpanView] = []
+    append = spans.append
+    rejected = 0
+    from_bytes = int.from_bytes
+    for rs in request.resource_spans:
+        service = _service(rs.resource)
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                trace_id, span_id, parent = span.trace_id, span.span_id, span.parent_span_id
+                if not valid_ids(trace_id, span_id, parent):
+                    rejected += 1
+                    continue
+                has_parent = bool(parent) and any(parent)
+                start = span.start_time_unix_nano
+                events = span.events
+                status = span.status
+                append(
+                    SpanView(
+                        trace_id=from_bytes(trace_id),
+                        span_id=from_bytes(span_id),
+                        parent_id=from_bytes(parent) if has_parent else None,
+                        name=span.name,
+                        start_ns=start,
+                        end_ns=span.end_time_unix_nano or start,
+                        attributes=span_attributes(span.attributes),
+                        events=tuple(EventView(e.name, attributes(e.attributes)) for e in events)
+                        if events
+                        else (),
+                        status_code=status.code,
+                        status_description=status.message,
+                        service=service,
+                        extra=_REMOTE_EXTRA
+                        if has_parent and span.flags & _REMOTE_BOTH == _REMOTE_BOTH
+                        else {},
+                    )
+                )
+    return Decoded(spans, rejected)
+
+
+def hex_ids(document: dict[str, Any]) -> dict[str, Any]:
+    """A trace request in protobuf's JSON mapping (base64 ids) with its spans' and links' ids
+    in hex, as OTLP/JSON writes them (changed in place)."""
+    for rs in document.get("resourceSpans", []):
+        for ss in rs.get("scopeSpans", []):
+            for span in ss.get("spans", []):
+                for item in [span, *span.get("links", [])]:
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        if key in item:
+                            item[key] = base64.b64decode(item[key]).hex()
+    return document
+
+
+def hex_ids_json(request: Any) -> bytes:
+    """``request`` as OTLP/JSON (hex ids), e.g. to send to an OTLP/JSON receiver."""
+    return json.dumps(hex_ids(json_format.MessageToDict(request))).encode()
+
+
+__all__ = [
+    "REMOTE_PARENT",
+    "Decoded",
+    "RequestError",
+    "count_spans",
+    "hex_ids",
+    "hex_ids_json",
+    "parse_protobuf",
+    "span_attributes",
+    "span_views",
+]

@@ -1,0 +1,276 @@
+"""One worker thread that owns the TurnAssembler, fed by request threads through a bounded
+queue; finalizes a trace a grace period after its root arrives, or when it has been idle."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+from functools import partial
+
+from loopwatch.conventions.read import is_turn_span, read_span
+from loopwatch.core.assembler import DROP_ERROR, EVICT_SHUTDOWN, TurnAssembler
+from loopwatch.core.config import Config
+from loopwatch.core.records import Record, ToolCall, TurnMark, kind_of
+from loopwatch.core.sink import QueueGauges, Sink
+from loopwatch.core.span_view import SpanView
+from loopwatch.service.otlp import REMOTE_PARENT
+
+log = logging.getLogger("loopwatch.service")
+
+# How often the worker looks for roots past their grace, and for idle traces.
+_GRACE_CHECK_SECONDS = 0.05
+_SWEEP_SECONDS = 1.0
+_MAY_WATCH = (TurnMark, ToolCall)
+
+
+class Pipeline:
+    """Thread-safe front of a TurnAssembler; every assembler call happens on one worker."""
+
+    def __init__(
+        self,
+        config: Config,
+        sink: Sink,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        worker: bool = True,
+    ) -> None:
+        """``worker=False``: no thread; the caller drives it with :meth:`process`,
+        :meth:`advance` and :meth:`finish` (``loopwatch replay``, on the spans' own clock)."""
+        self.config = config
+        self.sink = sink
+        self.clock = clock
+        self._assembler = TurnAssembler(config, sink, clock)
+        self._gauges = QueueGauges(sink)  # where the sink has them (a replay's has not)
+        self._batches: deque[Sequence[SpanView]] = deque()
+        self._queued = 0  # spans in _batches
+        self._busy = False  # the worker holds a batch it has not finished
+        self._cond = threading.Condition()
+        self._stopping = False
+        # Traces that have shown an agent span; and, of those, when a span whose parent is in
+        # another process arrived after it: that process (the agent's) is done with the trace,
+        # whose true root may never come here (a gateway exporting elsewhere), so the grace
+        # starts then, as the in-process processor finalizes at its local root.
+        self._with_turn: OrderedDict[int, None] = OrderedDict()
+        self._process_roots: OrderedDict[int, float] = OrderedDict()
+        # traces open at shutdown: (finalized as usual, finalized without their root)
+        self.finished_at_stop = (0, 0)
+        self._worker = threading.Thread(target=self._run, name="loopwatch-pipeline", daemon=True)
+        if worker:
+            self._worker.start()
+
+    # -- request threads ------------------------------------------------------------------------
+    def has_room(self, count: int) -> bool:
+        """Whether :meth:`submit` would take ``count`` spans now."""
+        with self._cond:
+            return not self._stopping and (
+                not self._queued or self._queued + count <= self.config.queue_spans
+            )
+
+    def submit(self, spans: Sequence[SpanView]) -> bool:
+        """Queue one request's spans; False when the queue is full (the caller answers with a
+        retryable error, so the exporter sends them again) or the pipeline is stopping."""
+        count = len(spans)
+        with self._cond:
+            if self._stopping:
+                return False
+            if not count:
+                return True
+            # a request larger than the whole queue is still taken when the queue is empty
+            if self._queued and self._queued + count > self.config.queue_spans:
+                return False
+            self._batches.append(spans)
+            self._queued += count
+            self._cond.notify_all()
+        return True
+
+    @property
+    def queued(self) -> int:
+        return self._queued
+
+    @property
+    def alive(self) -> bool:
+        return self._worker.is_alive() and not self._stopping
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every span submitted so far has been added to the assembler."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._batches or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def stop(self, timeout: float = 10.0) -> bool:
+        """Refuse new spans, process the queued ones, finalize every open turn (counted as
+        evicted by shutdown). Returns False if the worker did not finish within ``timeout``."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._worker.join(timeout)
+        return not self._worker.is_alive()
+
+    # -- driven by the caller, without the worker (worker=False) ------------------------------
+    def process(self, spans: Sequence[SpanView]) -> None:
+        """What the worker does with one request's spans, on the caller's thread."""
+        self._add(spans)
+
+    def advance(self) -> None:
+        """The worker's periodic steps at the clock's time now: traces past their grace, then
+        idle ones."""
+        self._safe(self._finalize_due)
+        self._safe(self._assembler.sweep)
+        self._safe(self._report_open)
+
+    def complete(self, trace_id: int, cut: bool = False) -> None:
+        """Every span of the trace has been processed (replay, which reads each trace whole,
+        in time order): what has been idle until the clock's time is finalized (a hand-rolled
+        turn this trace's model calls would otherwise join), then this trace. ``cut``: it has
+        no root span, so its turns are counted as cut short, as the open ones at shutdown.
+        The traces processed and not yet completed must have been processed at a clock no
+        earlier than this one, so none of them is idle."""
+        self._with_turn.pop(trace_id, None)
+        self._process_roots.pop(trace_id, None)
+        self._safe(self._assembler.sweep)
+        evicted = EVICT_SHUTDOWN if cut else None
+        self._safe(lambda: self._assembler.finalize(trace_id, evicted))
+
+    def finish(self) -> tuple[int, int]:
+        """Finalize every open trace, as at shutdown; ``finished_at_stop``."""
+        self._safe(self._finish)
+        return self.finished_at_stop
+
+    # -- the worker -----------------------------------------------------------------------------
+    def _safe(self, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except Exception:
+            log.debug("loopwatch: internal error", exc_info=True)
+            with contextlib.suppress(Exception):
+                self.sink.dropped(DROP_ERROR)
+
+    def _add(self, spans: Sequence[SpanView]) -> None:
+        # in stages, as the in-process worker does (loopwatch.attach.processor): read every span of
+        # the request, then hand the records to the assembler, then publish the turns
+        config = self.config
+        records: list[Record | None] = []
+        for span in spans:
+            try:
+                records.append(read_span(span, config))
+            except Exception:
+                log.debug("loopwatch: span not read", exc_info=True)
+                records.append(None)
+                with contextlib.suppress(Exception):
+                    self.sink.dropped(DROP_ERROR)
+        # called on the assembler, not bound to a local: compiled, a call of a bound method is
+        # a Python call, its keyword matched at run time
+        assembler = self._assembler
+        counts: dict[str, int] = {}
+        for span, record in zip(spans, records, strict=True):
+            if record is None:
+                continue
+            try:
+                assembler.add(span.trace_id, span.service, record, root_finalizes=False)
+                kind = kind_of(record)
+                counts[kind] = counts.get(kind, 0) + 1
+                # only an agent or tool span, or one with a remote parent, can start the grace
+                if span.parent_id is not None and (span.extra or type(record) in _MAY_WATCH):
+                    self._watch_process_root(span, record)
+            except Exception:
+                log.debug("loopwatch: span not read", exc_info=True)
+                with contextlib.suppress(Exception):
+                    self.sink.dropped(DROP_ERROR)
+        self._safe(self._assembler.publish)
+        # counted once per request: a metric update per span costs as much as reading it
+        self._safe(lambda: self._count(counts))
+        self._safe(self._report_open)
+
+    def _count(self, counts: dict[str, int]) -> None:
+        for kind, count in counts.items():
+            self.sink.span(kind, count)
+
+    def _report_open(self) -> None:
+        self.sink.open_turns(self._assembler.open_turns)
+
+    def _show_queue(self, queued: int) -> None:
+        """The queue gauge: spans waiting as the worker found them."""
+        self._safe(partial(self._gauges.show_queued, queued))
+
+    def _watch_process_root(self, span: SpanView, record: Record) -> None:
+        trace_id = span.trace_id
+        # read_span tests for a turn span after a tool span, so only tool spans need asking
+        turn = type(record) is TurnMark or (
+            type(record) is ToolCall and is_turn_span(span.name, span.attributes)
+        )
+        bound = self.config.max_open_turns
+        if turn and trace_id not in self._with_turn:
+            self._with_turn[trace_id] = None
+            if len(self._with_turn) > bound:
+                self._with_turn.popitem(last=False)
+        if (
+            span.extra.get(REMOTE_PARENT)
+            and (turn or trace_id in self._with_turn)
+            and trace_id not in self._process_roots
+        ):
+            self._process_roots[trace_id] = self.clock()
+            if len(self._process_roots) > bound:
+                self._process_roots.popitem(last=False)  # the idle timeout still ends it
+
+    def _finalize_due(self) -> None:
+        due = self.clock() - self.config.grace_seconds
+        self._assembler.finalize_rooted(due)
+        roots = self._process_roots
+        while roots and next(iter(roots.values())) <= due:
+            trace_id, _ = roots.popitem(last=False)
+            self._with_turn.pop(trace_id, None)
+            self._assembler.finalize(trace_id)  # nothing when already finalized
+
+    def _finish(self) -> None:
+        # a trace whose root is in ends as usual; the others were cut short by the shutdown
+        rooted = self._assembler.pending_roots()
+        for trace_id, _ in rooted:
+            self._assembler.finalize(trace_id)
+        rest = self._assembler.open_turns
+        self._assembler.finalize_all(EVICT_SHUTDOWN)
+        self._report_open()
+        self.finished_at_stop = (len(rooted), rest)
+
+    def _run(self) -> None:
+        next_grace = next_sweep = 0.0
+        while True:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+                if not self._batches and not self._stopping:
+                    self._cond.wait(_GRACE_CHECK_SECONDS)
+                # leaves the loop below, outside the lock: mypyc cannot compile a break out
+                # of a `with` block
+                stop = self._stopping and not self._batches
+                queued = self._queued
+                batch = self._batches.popleft() if self._batches else None
+                if batch is not None:
+                    self._queued -= len(batch)
+                    self._busy = True
+            self._show_queue(queued)
+            if stop:
+                break
+            if batch is not None:
+                self._add(batch)
+            now = self.clock()
+            if now >= next_grace:
+                self._safe(self._finalize_due)
+                self._safe(self._report_open)
+                next_grace = now + _GRACE_CHECK_SECONDS
+            if now >= next_sweep:
+                self._safe(self._assembler.sweep)
+                self._safe(self._report_open)
+                next_sweep = now + _SWEEP_SECONDS
+        self._safe(self._finish)
+        with self._cond:
+            self._busy = False
+            self._cond.notify_all()
