@@ -38,7 +38,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from loopwatch import LoopwatchSpanProcessor
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
-from loopwatch.demo.emit import emit_turn
+from loopwatch.demo.emit import emit_turn, growing_history
 from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets, healthy
 from testkit.serve_process import free_port
 from tests.support.helpers import require_tool
@@ -357,8 +357,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
         # the two incidents: fourteen timed-out tickets, eleven empty searches
         incidents_at = time.time()
-        t = emit_turn(tracer, fourteen_tickets(), time.time_ns())
-        emit_turn(tracer, eleven_empty_searches(), t)
+        t = emit_turn(tracer, fourteen_tickets(), time.time_ns(), usage=growing_history)
+        emit_turn(tracer, eleven_empty_searches(), t, usage=growing_history)
         assert processor.force_flush(10_000)
         ticket_traces = {
             s.context.trace_id

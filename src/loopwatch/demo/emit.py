@@ -63,6 +63,13 @@ def usage_attributes(convention: str, input_tokens: int, output_tokens: int) -> 
     }
 
 
+def growing_history(index: int) -> tuple[int, int]:
+    """The tokens of a turn's model call ``index``, as a chat whose history grows: each call is
+    sent the calls and results before it (about 180 tokens a step over a 1,200-token prompt)
+    and answers with one call (60 tokens)."""
+    return 1_200 + 180 * index, 60
+
+
 def _tool_attributes(convention: str, call: Call, index: int) -> tuple[str, dict[str, Any]]:
     args = json.dumps(call.arguments)
     if convention == GENAI:

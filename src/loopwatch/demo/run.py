@@ -18,7 +18,7 @@ from loopwatch.attach.processor import LoopwatchSpanProcessor
 from loopwatch.core.config import Config, ConfigError, load_config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.core.span_view import trace_hex
-from loopwatch.demo.emit import emit_turn
+from loopwatch.demo.emit import emit_turn, growing_history
 from loopwatch.demo.export import WatchedExporter, otlp_exporter
 from loopwatch.demo.scenarios import Turn, eleven_empty_searches, flaky, fourteen_tickets, healthy
 from loopwatch.demo.tally import Tally
@@ -230,7 +230,7 @@ def _emit(
             for turn in turns:
                 if exporter is not None and exporter.failed.is_set():
                     break
-                clock = emit_turn(tracer, turn, clock)
+                clock = emit_turn(tracer, turn, clock, usage=growing_history)
                 progress.step(f"model {model}")
                 if args.forever:
                     time.sleep(0.05)
