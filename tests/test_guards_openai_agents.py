@@ -217,3 +217,34 @@ def test_without_config_the_breaker_stops_at_three_creates() -> None:
     finally:
         instrumentor.uninstrument()
         p.close()
+
+
+def test_runs_given_one_scope_share_their_counts_across_workers(tmp_path: Any) -> None:
+    """A task retried on another worker: each worker's own breaker on one SQLite store, the
+    task id as the run's scope. The retry is stopped at its first call; another task is not."""
+    from agents import RunConfig
+
+    store = f"sqlite:///{tmp_path}/breaker.db"
+    service = TicketService()
+
+    def attempt(task: str) -> str:
+        agent = guard_agent(_agent(_model([[ORDER]] * 14), service))
+        result, _ = asyncio.run(
+            run(
+                agent,
+                "Where is my refund for the boots?",
+                LoopBreaker(CONFIG, store=store),
+                scope=task,
+                max_turns=30,
+                run_config=RunConfig(workflow_name="support"),
+            )
+        )
+        return str(result.final_output)
+
+    attempt("task-7")
+    assert len(service.tickets) == 3
+    output = attempt("task-7")
+    assert len(service.tickets) == 3  # the retry ran nothing
+    assert output.startswith("Update on your refund: STOPPED by loopwatch")
+    attempt("task-8")
+    assert len(service.tickets) == 6

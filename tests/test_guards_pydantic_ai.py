@@ -259,3 +259,22 @@ def test_without_config_the_breaker_stops_empty_searches_at_the_no_rows_threshol
         assert p.value("loopwatch_guard_decisions_total", decision="no_rows_stopped") == 1
     finally:
         p.close()
+
+
+def test_runs_given_one_scope_share_their_counts_across_workers(tmp_path: Any) -> None:
+    """A task retried on another worker: each worker's own breaker on one SQLite store, the
+    task id as the run's scope. The retry is stopped at its first call; another task is not."""
+    store = f"sqlite:///{tmp_path}/breaker.db"
+    service = TicketService()
+
+    def worker() -> Any:
+        breaker = LoopBreaker(CONFIG, store=store)
+        return _agent(Script(), service, [LoopBreakerCapability(breaker, scope=lambda c: c.deps)])
+
+    worker().run_sync("Where is my refund?", deps="task-7")
+    assert len(service.tickets) == 3
+    output = worker().run_sync("Where is my refund?", deps="task-7").output
+    assert len(service.tickets) == 3  # the retry ran nothing
+    assert "STOPPED by loopwatch" in output
+    worker().run_sync("Where is my refund?", deps="task-8")
+    assert len(service.tickets) == 6

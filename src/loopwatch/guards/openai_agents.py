@@ -96,9 +96,11 @@ def guard_agent(agent: Agent[Any], errors: Literal["return", "raise"] = "return"
 
 
 async def run(
-    agent: Agent[Any], input: Any, breaker: LoopBreaker, **kwargs: Any
+    agent: Agent[Any], input: Any, breaker: LoopBreaker, scope: str | None = None, **kwargs: Any
 ) -> tuple[RunResult, BreakerTurn]:
-    """``Runner.run`` as one breaker turn; returns the result and the turn's counts."""
-    with breaker.turn() as turn:
+    """``Runner.run`` as one breaker turn; returns the result and the turn's counts. ``scope``:
+    runs given the same one (a task retried on another worker) share their counts through the
+    breaker's store."""
+    with breaker.turn(scope) as turn:
         result = await Runner.run(agent, input, **kwargs)
     return result, turn

@@ -7,6 +7,7 @@ later model request of that run is made without function tools, so the model has
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -36,14 +37,19 @@ class LoopBreakerCapability(AbstractCapability[Any]):
 
     ``errors="return"`` hands an exception raised by a tool to the model as ``Error: ...`` text
     (recorded on the tool span), as most agent loops do; ``"raise"`` lets it propagate.
+    ``scope``: the run's scope from its context (``lambda ctx: ctx.deps.task_id``): runs given
+    the same one (a task retried on another worker) share their counts through the breaker's
+    store; ``None``, or a scope of ``None``: each run counts alone.
     """
 
     breaker: LoopBreaker = field(default_factory=LoopBreaker)
     errors: Literal["return", "raise"] = "return"
     turn: BreakerTurn | None = None
+    scope: Callable[[RunContext[Any]], str | None] | None = None
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
-        return replace(self, turn=self.breaker.new_turn())
+        scope = self.scope(ctx) if self.scope is not None else None
+        return replace(self, turn=self.breaker.new_turn(scope))
 
     def _turn(self) -> BreakerTurn:
         if self.turn is None:  # used outside a run: a turn of its own
