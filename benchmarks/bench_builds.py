@@ -67,6 +67,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -382,12 +383,12 @@ def plain(args: argparse.Namespace) -> dict[str, Any]:
         for how in (*PLAIN_SETUPS, *wakes):
             counts = [x["collections"] for x in rows[f"{build}/{how}"]]
             report[build][f"{how}_collections"] = counts
-            spread = " / ".join(
+            ranges = " / ".join(
                 f"{min(c[g] for c in counts)}-{max(c[g] for c in counts)}" for g in range(3)
             )
             print(
                 f"plain {build:<9} {how}: collections of generations 0 / 1 / 2 over "
-                f"{2 * args.requests * PLAIN_SEGMENTS:,} spans: {spread}",
+                f"{2 * args.requests * PLAIN_SEGMENTS:,} spans: {ranges}",
                 flush=True,
             )
         x = report[build]
@@ -598,7 +599,7 @@ def service(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         cells: list[tuple[str, Callable[[], float]]] = [("decode-only", lambda: _decode(speed))]
         cells += [
-            (f"{build}/{transport}", lambda b=build, t=transport: served(b, t))
+            (f"{build}/{transport}", partial(served, build, transport))
             for transport in ("grpc", "http")
             for build in BUILDS
         ]

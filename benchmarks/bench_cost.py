@@ -70,17 +70,17 @@ def _record_events(emit: Callable[[Any], None], events: list[Any] | None = None)
 
     from testkit.streams import provider
 
-    events = [] if events is None else events
+    recorded: list[Any] = [] if events is None else events
 
     class Recorder(SpanProcessor):
         def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-            events.append((span,))
+            recorded.append((span,))
 
         def on_end(self, span: ReadableSpan) -> None:
-            events.append(span)
+            recorded.append(span)
 
     emit(provider(5, Recorder()).get_tracer("bench"))
-    return events
+    return recorded
 
 
 def _drain_ns(events: Sequence[Any], setup: Sequence[Any] = ()) -> int:
@@ -268,7 +268,7 @@ def child_host(rate: float, seconds: float, segments: int) -> dict[str, Any]:
     }
 
 
-def _flat_emit(curve: str, n: int) -> tuple[Callable[[Any], None], Callable[[Any], None]]:
+def _flat_emit(curve: str, n: int) -> tuple[Callable[[Any], object], Callable[[Any], None]]:
     """(the untimed setup, the measured spans) for one point of a curve. The setup first sends
     the same kind of turns once, so the metric series exist before the timing (creating one is
     a fixed cost); small sizes repeat their unit to have ~1,000 spans or more to time."""
@@ -415,7 +415,7 @@ def med(rows: list[dict[str, Any]], key: str) -> float:
 
 def worker(args: argparse.Namespace, keep: list[Any]) -> dict[str, Any]:
     streams = ("genai", "plain", "mix", "handrolled")
-    cells = [
+    cells: list[tuple[str, Code, tuple[str, ...]]] = [
         (f"{code.label}/{stream}", code, ("worker", stream, "5"))
         for code in codes(args.baseline, keep)
         for stream in streams
@@ -436,7 +436,9 @@ def host(args: argparse.Namespace, keep: list[Any]) -> dict[str, Any]:
     report: dict[str, Any] = {}
     for rate in args.rates:
         head = ("host", str(rate), str(args.seconds), str(args.segments))
-        cells = [(f"{code.label}/{rate}", code, head) for code in codes(args.baseline, keep)]
+        cells: list[tuple[str, Code, tuple[str, ...]]] = [
+            (f"{code.label}/{rate}", code, head) for code in codes(args.baseline, keep)
+        ]
         for name, rows in interleaved(args.rounds, cells).items():
             ratios = sorted(r["ratio"] for r in rows)
             report[name] = {

@@ -50,7 +50,7 @@ from benchmarks.bench_service import (
 from testkit.streams import realistic_requests
 
 # (stage, path fragments of loopwatch's modules): the innermost loopwatch frame decides
-STAGES = (
+STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("OTLP/gRPC front end", ("loopwatch/service/grpc_server.py",)),
     ("OTLP/HTTP front end", ("loopwatch/service/http_server.py", "loopwatch/service/http_base.py")),
     ("decode + span views", ("loopwatch/service/otlp.py", "loopwatch/service/otlp_lean.py")),
@@ -80,7 +80,7 @@ STAGES = (
     ("metrics endpoint", ("loopwatch/service/metrics_server.py",)),
 )
 # (stage, fragments of a frame) for samples without a loopwatch frame, first match wins
-LIBRARIES = (
+LIBRARIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("gRPC server (library, C core)", ("grpc", "cygrpc")),
     ("HTTP server (tornado, asyncio)", ("tornado", "asyncio", "selectors")),
     ("threads and queues", ("threading.py", "queue.py", "concurrent/futures")),

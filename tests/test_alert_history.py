@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
+from typing import TypedDict
 
 import pytest
 import yaml
@@ -44,8 +45,18 @@ pytestmark = [pytest.mark.live, pytest.mark.slow]
 SEEDS = (1, 2, 3)
 STEP = 60  # the evaluation interval
 END = CHANGE + 6 * 60
-NOISY = {"p3": 0.0024}  # 0.24% of turns at 3 attempts: a noisy but stable agent
-REGRESSES = {"loop_every": 20}
+
+
+class _Noisy(TypedDict):
+    p3: float
+
+
+class _Regresses(TypedDict):
+    loop_every: int
+
+
+NOISY: _Noisy = {"p3": 0.0024}  # 0.24% of turns at 3 attempts: a noisy but stable agent
+REGRESSES: _Regresses = {"loop_every": 20}
 SEVERE_AT = CHANGE + 30
 CUMULATIVE = {"LoopwatchNewModelLoops", "LoopwatchNewToolVersionLoops", "LoopwatchSevereLoop"}
 
@@ -197,7 +208,7 @@ def test_which_alerts_fire_with_which_labels_and_when(history: Result, name: str
     expected = EXPECTED[name]
     for seed in SEEDS:
         fired = _judged(history, name, seed)
-        got = {}
+        got: dict[tuple[str, frozenset[tuple[str, str]]], Firing] = {}
         for f in fired:
             labels = frozenset(
                 (k, v) for k, v in f.labels if k not in {"job", "severity", "system"}
@@ -214,10 +225,10 @@ def test_which_alerts_fire_with_which_labels_and_when(history: Result, name: str
         # (the 1-hour ones may resolve and fire again near their bound)
         named = [f for f in fired if f.alert in CUMULATIVE]
         assert len(named) == len({(f.alert, f.labels) for f in named}), (name, seed, named)
-    for (alert, labels), minutes in sorted(_delays(history, name).items()):
+    for (alert, labels), delays in sorted(_delays(history, name).items()):
         print(
-            f"{name}: {alert} {dict(labels)} fired after {sorted(minutes)} min"
-            f" (median {median(minutes)})"
+            f"{name}: {alert} {dict(labels)} fired after {sorted(delays)} min"
+            f" (median {median(delays)})"
         )
 
 

@@ -205,7 +205,7 @@ def test_every_metric_the_rules_read_is_exported_by_loopwatch() -> None:
 
 # -- unit-test coverage: every alert has its boundary pair and a must-not-fire case --------------
 def _cases() -> list[tuple[int, dict[str, Any]]]:
-    out = []
+    out: list[tuple[int, dict[str, Any]]] = []
     for path in UNIT_TESTS:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         step = duration_seconds(data.get("evaluation_interval", "1m"))

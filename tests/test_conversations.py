@@ -232,6 +232,7 @@ def _read(history: Any, answer: Any = None) -> Any:
     if answer is not None:
         attrs["gen_ai.output.messages"] = answer
     mark = read_span(SpanView(1, 2, None, "chat", 0, 1, attrs), conversation_config())
+    assert isinstance(mark, LlmMark)
     return mark.messages.read() if mark.messages is not None else None
 
 
@@ -284,8 +285,10 @@ def test_calls_past_the_limit_are_counted_not_read() -> None:
         "gen_ai.output.messages": json.dumps([answer]),
     }
     mark = read_span(SpanView(1, 2, None, "chat", 0, 1, attrs), config)
+    assert isinstance(mark, LlmMark)
     assert mark.messages is not None
     read = mark.messages.read()
+    assert read is not None
     assert read.size == 2 and read.malformed == (("calls_over_limit", 3),)
 
 

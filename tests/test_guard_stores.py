@@ -18,11 +18,14 @@ import pytest
 
 from loopwatch.core.config import ConfigError, load_config
 from loopwatch.guards import IdempotencyArbiter, LoopBreaker, TerminalResult
+from loopwatch.guards.arbiter import Admitted
 from loopwatch.guards.stores import Outcome, open_store
+from loopwatch.guards.stores.memory_counts import MemoryCounts
 from loopwatch.guards.stores.outcome_json import ReplayedError, decode, encode
 from tests.support.guard_store_worker import CONFIG
 from tests.support.helpers import ROOT, Pipeline, keep_build, require_tool
 from tests.support.redis_process import RedisProcess
+from tests.support.stand_ins import logged
 
 ARGS = {"customer_id": "c_40912", "order_id": "88214", "summary": "Refund for order 88214"}
 
@@ -107,6 +110,7 @@ def test_a_killed_worker_frees_its_key_after_the_lease(tmp_path: Path, store_url
         assert time.monotonic() < deadline, "the key was never freed"
         time.sleep(0.05)
     # claimed again in the store's own clock no earlier than the lease after the dead claim
+    assert isinstance(verdict, Admitted)
     assert verdict.first_at >= claimed_at + lease
     assert verdict.first_at < claimed_at + lease + 10
 
@@ -210,7 +214,11 @@ def test_redis_down_then_back(redis_server: RedisProcess, caplog: pytest.LogCapt
         effects: list[str] = []
 
         def create(order: str) -> Callable[[], str]:
-            return lambda: effects.append(order) or f"T-{len(effects)}"
+            def run() -> str:
+                effects.append(order)
+                return f"T-{len(effects)}"
+
+            return run
 
         args = {**ARGS, "order_id": "1"}
         assert allow.call("create_ticket", args, create("1")) == "T-1"
@@ -275,7 +283,7 @@ def test_an_unopenable_sqlite_file_follows_the_policy(tmp_path: Path) -> None:
     ran: list[int] = []
     allow = IdempotencyArbiter(CONFIG, store=url)  # allow is the default
     deny = IdempotencyArbiter(CONFIG, store=url, on_store_error="deny")
-    assert [allow.call("create_ticket", ARGS, lambda: ran.append(1) or "T") for _ in range(2)] == [
+    assert [allow.call("create_ticket", ARGS, logged(ran, 1, "T")) for _ in range(2)] == [
         "T",
         "T",
     ]
@@ -304,7 +312,7 @@ def test_both_store_error_policies_are_series_of_the_decisions_counter(tmp_path:
                 with p.tracer.start_as_current_span(
                     "execute_tool create_ticket", attributes=attributes
                 ):
-                    arbiter.call("create_ticket", ARGS, lambda i=i: ran.append(i) or "T-1")
+                    arbiter.call("create_ticket", ARGS, logged(ran, i, "T-1"))
         assert ran == [0, 1, 2]
 
         def decisions(decision: str) -> float:
@@ -499,7 +507,7 @@ def test_the_breakers_store_error_policies(
         with caplog.at_level(logging.WARNING, logger="loopwatch.guards"):
             with allow.turn(scope="task-1") as turn:
                 for i in range(4):  # unchecked: the cap cannot stop them
-                    assert turn.call("create_ticket", ARGS, lambda i=i: ran.append(i) or "T") == "T"
+                    assert turn.call("create_ticket", ARGS, logged(ran, i, "T")) == "T"
                 assert turn.decisions == () and not turn.tools_disabled
             with deny.turn(scope="task-1") as turn:
                 refused = [
@@ -545,4 +553,6 @@ def test_the_breakers_scopes_are_bounded() -> None:
         with pytest.raises(TimeoutError):
             breaker.new_turn(scope=f"task-{i}").call("create_ticket", ARGS, _times_out)
     assert breaker.evicted == 2
-    assert len(breaker._shared.counts) == 3
+    counts = breaker._shared.counts
+    assert isinstance(counts, MemoryCounts)
+    assert len(counts) == 3

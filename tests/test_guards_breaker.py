@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from functools import partial
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from loopwatch.guards import LoopBreaker, TerminalResult, current_turn
 from loopwatch.guards.breaker import BreakerTurn
 from tests.fixtures.tools.tickets import TicketService
 from tests.support.helpers import Pipeline, S, span
+from tests.support.stand_ins import answering, logged
 
 CONFIG = Config(
     tools={
@@ -38,7 +40,7 @@ def _replay_tickets(turn: BreakerTurn, service: TicketService) -> list[Any]:
     for summary in TICKET_SUMMARIES:
         args = _ticket_args(summary)
         try:
-            answers.append(turn.call("create_ticket", args, lambda a=args: service.create(**a)))
+            answers.append(turn.call("create_ticket", args, partial(service.create, **args)))
         except TimeoutError as e:
             answers.append(e)
     return answers
@@ -110,7 +112,7 @@ def test_polls_that_progress_all_run_past_a_cap_of_two(config: Config) -> None:
     ran: list[int] = []
     with LoopBreaker(config, cap=2).turn() as turn:
         for i, answer in enumerate(_growing_polls()):
-            turn.call("process", POLL, lambda i=i, a=answer: ran.append(i) or a)
+            turn.call("process", POLL, logged(ran, i, answer))
     assert len(ran) == 25
     assert turn.decisions == ()
     assert list(turn.attempts().values()) == [1]  # each poll progressed: a new run of one
@@ -125,7 +127,7 @@ def test_polls_with_unchanged_output_stop_at_a_cap_of_two(config: Config) -> Non
     ran: list[int] = []
     with LoopBreaker(config, cap=2).turn() as turn:
         answers = [
-            turn.call("process", POLL, lambda i=i, a=answer: ran.append(i) or a)
+            turn.call("process", POLL, logged(ran, i, answer))
             for i, answer in enumerate(_unchanged_polls())
         ]
     assert ran == [0, 1, 2]
@@ -142,10 +144,7 @@ def test_progress_then_the_same_answer_counts_from_the_last_change() -> None:
     answers = ["step 1", "step 2", "step 2", "step 2", "step 2", "step 2"]
     ran: list[int] = []
     with LoopBreaker(Config(), cap=2).turn() as turn:
-        got = [
-            turn.call("process", POLL, lambda i=i, a=a: ran.append(i) or a)
-            for i, a in enumerate(answers)
-        ]
+        got = [turn.call("process", POLL, logged(ran, i, a)) for i, a in enumerate(answers)]
     assert ran == [0, 1, 2, 3]
     assert [isinstance(g, TerminalResult) for g in got] == [False] * 4 + [True] * 2
 
@@ -168,7 +167,7 @@ def test_bulk_turn_for_twelve_orders_is_not_stopped() -> None:
         for i in range(12):
             args = _ticket_args("Refund missing", order=str(88200 + i))
             with pytest.raises(TimeoutError):
-                turn.call("create_ticket", args, lambda a=args: service.create(**a))
+                turn.call("create_ticket", args, partial(service.create, **args))
     assert len(service.tickets) == 12
     assert turn.decisions == ()
     assert not turn.tools_disabled
@@ -187,11 +186,11 @@ def test_bulk_turn_for_twelve_orders_is_not_stopped() -> None:
 def test_eleven_empty_searches_stop_after_three(config: Config, decision: str, text: str) -> None:
     ran: list[str] = []
     with LoopBreaker(config).turn() as turn:
-        answers = [
+        answers: list[Any] = [
             turn.call(
                 "search_orders",
                 {"query": q, "customer_id": "c_40912"},
-                lambda q=q: ran.append(q) or [],
+                logged(ran, q, []),
             )
             for q in SEARCH_QUERIES
         ]
@@ -238,10 +237,10 @@ def test_without_config_successful_work_runs_and_only_identical_successes_stop()
     with LoopBreaker().turn() as turn:
         for i in range(12):  # twelve orders; then one order with twelve different summaries
             args = _ticket_args("Refund missing", order=str(88200 + i))
-            turn.call("create_ticket", args, lambda a=args: service.create(**a))
+            turn.call("create_ticket", args, partial(service.create, **args))
         for summary in TICKET_SUMMARIES[:12]:
             args = _ticket_args(summary)
-            turn.call("create_ticket", args, lambda a=args: service.create(**a))
+            turn.call("create_ticket", args, partial(service.create, **args))
         assert turn.decisions == ()
         args = _ticket_args("The very same words")
         # the same answer each time: a new ticket id in the answer would be progress
@@ -260,7 +259,7 @@ def test_without_config_the_bulk_of_failing_orders_is_not_stopped() -> None:
         for i in range(12):
             args = _ticket_args(TICKET_SUMMARIES[i], order=str(88200 + i))
             with pytest.raises(TimeoutError):
-                turn.call("create_ticket", args, lambda a=args: service.create(**a))
+                turn.call("create_ticket", args, partial(service.create, **args))
     assert len(service.tickets) == 12
     assert turn.decisions == ()
 
@@ -270,7 +269,7 @@ def test_without_config_side_effects_that_return_nothing_are_not_stopped() -> No
     with LoopBreaker().turn() as turn:
         for i in range(6):
             args = {"to": f"c_{i}@example.com", "body": f"Order {i} shipped"}
-            turn.call("send_email", args, lambda a=args: sent.append(a["to"]))
+            turn.call("send_email", args, logged(sent, args["to"], None))
     assert len(sent) == 6
     assert turn.decisions == ()
 
@@ -278,11 +277,11 @@ def test_without_config_side_effects_that_return_nothing_are_not_stopped() -> No
 def test_no_rows_backstop_catches_searches_with_different_identities() -> None:
     ran: list[str] = []
     with LoopBreaker(CONFIG).turn() as turn:
-        answers = [
+        answers: list[Any] = [
             turn.call(
                 "search_orders",
                 {"query": q, "customer_id": f"c_{i}"},
-                lambda q=q: ran.append(q) or {"results": []},
+                logged(ran, q, {"results": []}),
             )
             for i, q in enumerate(SEARCH_QUERIES)
         ]
@@ -298,7 +297,7 @@ def test_rows_reset_the_no_rows_streak() -> None:
     results = [[], [], [{"order_id": "1"}], [], [], []]
     with LoopBreaker(CONFIG, no_rows=3).turn() as turn:
         answers = [
-            turn.call("search_orders", {"query": str(i), "customer_id": f"c_{i}"}, lambda r=r: r)
+            turn.call("search_orders", {"query": str(i), "customer_id": f"c_{i}"}, answering(r))
             for i, r in enumerate(results)
         ]
     assert not any(isinstance(a, TerminalResult) for a in answers)
@@ -306,7 +305,7 @@ def test_rows_reset_the_no_rows_streak() -> None:
 
 def test_budget_is_an_outer_bound() -> None:
     with LoopBreaker(CONFIG, budget=5).turn() as turn:
-        answers = [turn.call("lookup", {"q": str(i)}, lambda i=i: {"row": i}) for i in range(8)]
+        answers = [turn.call("lookup", {"q": str(i)}, answering({"row": i})) for i in range(8)]
     assert [isinstance(a, TerminalResult) for a in answers] == [False] * 5 + [True] * 3
     assert {d.decision for d in turn.decisions} == {"budget_exhausted"}
     assert turn.calls_run == 5

@@ -4,7 +4,7 @@ and processor: exact numbers."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -18,7 +18,7 @@ DECLARED = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id
 
 
 @pytest.fixture
-def declared() -> Pipeline:
+def declared() -> Iterator[Pipeline]:
     p = Pipeline(DECLARED)
     yield p
     p.close()
@@ -29,7 +29,7 @@ def test_fourteen_tickets_are_one_key_with_fourteen_attempts(declared: Pipeline)
     p = declared
     assert p.value("loopwatch_turns_total") == 1
     assert p.observations("loopwatch_turn_max_attempts") == {
-        **{le: 0.0 for le in (1, 2, 3, 4, 5, 6, 8, 10, 12)},
+        **{float(le): 0.0 for le in (1, 2, 3, 4, 5, 6, 8, 10, 12)},
         16.0: 1.0,
         24.0: 1.0,
         32.0: 1.0,

@@ -4,6 +4,7 @@ the one warning per tool."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import pytest
 
@@ -77,7 +78,7 @@ def test_one_key_function_decides_which_identity() -> None:
     assert attempt_key("t", a, "timeout", None, arguments_known=False).identity == "?"
 
 
-def _failed_calls(tool: str, n: int, arguments: dict[str, object]) -> Turn:
+def _failed_calls(tool: str, n: int, arguments: Mapping[str, object]) -> Turn:
     calls = tuple(
         Call(tool, {**arguments, "note": f"try number {i}"}, 10, error=TimeoutError("slow"))
         for i in range(n)

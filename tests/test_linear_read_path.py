@@ -115,11 +115,23 @@ def _candidates(pattern: re.Pattern[str]) -> list[Callable[[int], str]]:
     units = [*_words(pattern), *_CLASS_SAMPLES]
     out: list[Callable[[int], str]] = []
     for unit in units:
-        out.append(lambda n, u=unit: (u * (n // len(u) + 1))[:n])
+        out.append(_repeated(unit))
         for head in _words(pattern):
-            out.append(lambda n, h=head, u=unit: h + (u * (n // len(u) + 1))[: n - len(h)])
-            out.append(lambda n, h=head, u=unit: h + ((u + "!") * n)[: n - len(h)])
+            out.append(_headed(head, unit))
+            out.append(_headed_bang(head, unit))
     return out
+
+
+def _repeated(u: str) -> Callable[[int], str]:
+    return lambda n: (u * (n // len(u) + 1))[:n]
+
+
+def _headed(h: str, u: str) -> Callable[[int], str]:
+    return lambda n: h + (u * (n // len(u) + 1))[: n - len(h)]
+
+
+def _headed_bang(h: str, u: str) -> Callable[[int], str]:
+    return lambda n: h + ((u + "!") * n)[: n - len(h)]
 
 
 # Thread CPU time, not wall time: on a shared machine a preempted thread's clock stops.
@@ -149,7 +161,8 @@ def _ratio(fn: Callable[[str], object], text: str, rounds: int = 3) -> float:
     repeats = (_repeats(fn, text), _repeats(_LINEAR.match, text))
     best = [float("inf"), float("inf")]
     for _ in range(rounds):
-        for i, call in enumerate((fn, _LINEAR.match)):
+        calls: tuple[Callable[[str], object], ...] = (fn, _LINEAR.match)
+        for i, call in enumerate(calls):
             start = _clock()
             for _ in range(repeats[i]):
                 call(text)
@@ -286,7 +299,7 @@ def test_past_the_cap_a_message_costs_no_more() -> None:
 def _history(n: int) -> str:
     """A hand-rolled turn's history of about ``n`` characters: calls and their results, with
     repeated and missing call ids among them."""
-    user = {"role": "user", "parts": [{"type": "text", "content": "hi"}]}
+    user: dict[str, object] = {"role": "user", "parts": [{"type": "text", "content": "hi"}]}
     messages: list[dict[str, object]] = [user]
     size, i = 0, 0
     while size < n:
@@ -302,7 +315,7 @@ def _history(n: int) -> str:
 def _history_without_calls(n: int) -> str:
     """LiteLLM's callback's history: each assistant message recorded without its calls
     (``"parts": []``), each result a tool message's text with an OpenAI ``tool_call_id``."""
-    user = {"role": "user", "parts": [{"type": "text", "content": "hi"}]}
+    user: dict[str, object] = {"role": "user", "parts": [{"type": "text", "content": "hi"}]}
     messages: list[dict[str, object]] = [user]
     for i in range(n // 120):
         result = {"role": "tool", "parts": [{"type": "text", "content": "[]"}]}
@@ -354,7 +367,7 @@ def _read(attrs: dict[str, object]) -> tuple[object, object]:
     assert isinstance(mark, LlmMark) and mark.messages is not None
     conversation = mark.messages.read()  # (read when the turn is rebuilt from messages)
     assert conversation is not None
-    return conversation.calls(), conversation.dangling
+    return conversation.calls(()), conversation.dangling
 
 
 HISTORIES: dict[str, tuple[Callable[[int], str], Callable[[str], object]]] = {
@@ -390,7 +403,7 @@ def _read_answer(text: str) -> object:
     assert isinstance(mark, LlmMark) and mark.messages is not None
     conversation = mark.messages.read()
     assert conversation is not None
-    return conversation.calls()
+    return conversation.calls(())
 
 
 def _litellm_answer(n: int) -> str:

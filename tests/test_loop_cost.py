@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -15,6 +16,9 @@ from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
 from loopwatch.demo.scenarios import Call, Turn, fourteen_tickets
 from tests.support.helpers import Pipeline, S
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
 
 DECLARED = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})
 TOKENS = "loopwatch_loop_tokens_total"
@@ -122,7 +126,7 @@ def test_usage_is_read_from_each_convention_and_bad_values_are_ignored(
     assert token_usage(attributes) == expected
 
 
-def _recorded(turns: list[tuple[Turn, str, bool]]) -> list[object]:
+def _recorded(turns: list[tuple[Turn, str, bool]]) -> list[ReadableSpan]:
     """The spans of ``turns`` ((turn, convention, with usage)), as the SDK exports them."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider

@@ -86,8 +86,7 @@ def test_capacity_evicts_the_oldest_and_late_spans_are_counted() -> None:
 
 def test_spans_per_turn_are_bounded() -> None:
     sink = CountingSink()
-    dropped: list[str] = []
-    sink.dropped = dropped.append
+    dropped = sink.drop_reasons
     assembler = TurnAssembler(Config(max_spans_per_turn=5), sink)
     tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}
     for span_id in range(2, 10):
@@ -161,7 +160,7 @@ def test_only_starts_in_traces_with_a_turn_span_are_queued_until_their_root_ends
             p.tracer.start_span("chat m", attributes=chat).end()
             assert len(queue) == 2  # a model call is not a turn span: its end only
             agent = p.tracer.start_span("invoke_agent a", attributes=agent_attributes)
-            assert list(traces) == [request.context.trace_id]
+            assert list(traces) == [request.get_span_context().trace_id]
             with trace.use_span(agent, end_on_exit=False):
                 p.tracer.start_span("GET", attributes={"http.method": "GET"}).end()
                 assert len(queue) == 5  # the agent's start, the fetch's start and end
@@ -169,7 +168,9 @@ def test_only_starts_in_traces_with_a_turn_span_are_queued_until_their_root_ends
             p.tracer.start_span("UPDATE orders", attributes={"db.system": "postgresql"}).end()
             assert len(queue) == 8  # a start after the turn, in the same trace, too
         request.end()
-        assert list(traces) == [request.context.trace_id]  # until the worker has taken the root
+        assert list(traces) == [
+            request.get_span_context().trace_id
+        ]  # until the worker has taken the root
     assert p.value("loopwatch_turns_total") == 1
     assert not traces
     assert p.value("loopwatch_spans_total", kind="other") == 4
@@ -216,7 +217,9 @@ def test_a_start_whose_fields_are_missing_is_queued_as_the_span_not_raised() -> 
         p.processor._start_class = _Bare  # as though it had learned this one
         p.processor.on_start(_Bare())  # type: ignore[arg-type]
         item = p.processor._queue[-1]
-        assert isinstance(item, SpanStart) and type(item.span) is _Bare
+        assert isinstance(item, SpanStart)
+        queued: object = item.span  # typed as the SDK's span; _Bare is what was queued
+        assert type(queued) is _Bare
     p.close()
 
 

@@ -616,11 +616,11 @@ def test_otlps_legacy_scope_name_is_read_too() -> None:
     ]
     read = decode(json.dumps(document).encode())
     assert [v.span_id for v in read.spans] == [int(_SPAN, 16), int("0a" * 8, 16)]
-    assert protobuf_read(document) == (protobuf_read(_one_span())[0], 0)  # type: ignore[index]
+    assert protobuf_read(document) == (protobuf_read(_one_span())[0], 0)
 
 
 def test_each_refusal_names_the_field() -> None:
-    cases_ = {
+    cases_: dict[str, dict[str, Any]] = {
         "resourceSpans[0].scopeSpans[0].spans[0].traceId: an odd number of hex digits: '012'": {
             "traceId": "012"
         },

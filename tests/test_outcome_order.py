@@ -73,7 +73,7 @@ def record(
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)  # where @loopwatch.tool traces
     monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
-    tools = {
+    tools: dict[str, Callable[..., Any]] = {
         "create_ticket": loopwatch.tool(identity=["customer_id", "order_id"])(create_ticket),
         "search_orders": loopwatch.tool(result="rows")(search_orders),
     }

@@ -97,7 +97,7 @@ FORMATS = [
 
 
 @pytest.mark.parametrize("kind", FORMATS)
-def test_replay_gives_the_processors_numbers(recorded, tmp_path: Path, kind: str) -> None:  # type: ignore[no-untyped-def]
+def test_replay_gives_the_processors_numbers(recorded, tmp_path: Path, kind: str) -> None:
     spans, expected = recorded
     paths = _write(kind, tmp_path, spans)
     registry, outcome = replay_registry(paths)
@@ -120,7 +120,7 @@ def test_replay_gives_the_processors_numbers(recorded, tmp_path: Path, kind: str
     )
 
 
-def test_files_in_any_order_and_split_anywhere(recorded, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_files_in_any_order_and_split_anywhere(recorded, tmp_path: Path) -> None:
     """Spans of one trace spread over files given out of order: every turn is finalized at
     the end of input, with the same numbers (a grace longer than the whole input)."""
     spans, expected = recorded
@@ -160,7 +160,7 @@ def test_the_incidents_exact_figures(tmp_path: Path) -> None:
     assert value(registry, "loopwatch_no_rows_streak_sum", tool="search_orders") == 3 * 11
 
 
-def test_command_summary_and_json(recorded, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_command_summary_and_json(recorded, tmp_path: Path, capsys) -> None:
     spans, _ = recorded
     path = write_collector_json(tmp_path / "t.json", batches(spans))
     config = tmp_path / "loopwatch.toml"
@@ -195,7 +195,7 @@ def _for_protobuf(document: dict[str, Any]) -> str:
     return json.dumps(document)
 
 
-def test_replay_reads_otlp_json_into_the_views_protobufs_parser_gives(  # type: ignore[no-untyped-def]
+def test_replay_reads_otlp_json_into_the_views_protobufs_parser_gives(
     recorded, tmp_path: Path
 ) -> None:
     """The file exporter's lines are read by the service's OTLP/JSON decoder: every span view is
@@ -277,7 +277,7 @@ def test_replay_reads_otlp_json_into_the_views_protobufs_parser_gives(  # type: 
     assert services[0] not in ("billing", "unknown")
 
 
-def test_jaeger_api_v3_lines_are_read_by_the_same_decoder(recorded) -> None:  # type: ignore[no-untyped-def]
+def test_jaeger_api_v3_lines_are_read_by_the_same_decoder(recorded) -> None:
     """Jaeger 2's API v3 answer, buffered or a line of its stream, is read by the service's
     decoder (the request under ``result``) into the views its request gives; its other lines
     (the end, an error, a result without traces) are left to the general path."""
@@ -294,7 +294,12 @@ def test_jaeger_api_v3_lines_are_read_by_the_same_decoder(recorded) -> None:  # 
         inner = decode(json.dumps(api_v3_traces(json.loads(line))).encode())
         assert read == inner and read.spans
         assert (read.rejected, read.base64_ids) == (0, False)
-    assert sum(len(reader._typed(line).spans) for line in lines[:-1]) == len(spans)  # type: ignore[union-attr]
+    counted = 0
+    for line in lines[:-1]:
+        read = reader._typed(line)
+        assert isinstance(read, JsonDecoded)
+        counted += len(read.spans)
+    assert counted == len(spans)
     for other in (
         b'{"end":true}',
         b'{"error":{"httpCode":500,"message":"storage: connection reset"}}',

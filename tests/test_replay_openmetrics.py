@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -40,6 +40,11 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, list[
     code = main(["replay", str(path), "--config", str(config), "--openmetrics", str(out), "--json"])
     assert code == 0
     return out, expected, spans
+
+
+def _end_seconds(span: ReadableSpan) -> float:
+    assert span.end_time is not None  # a finished span
+    return span.end_time / 1e9
 
 
 def _samples(path: Path) -> list[tuple[str, dict[str, str], float, int]]:
@@ -143,7 +148,7 @@ def test_a_turn_lands_in_the_scrape_after_it_ended_however_wide_the_requests(
     path = write_collector_json(tmp_path / "quiet.json", batches(spans, size=200))
     out = tmp_path / "quiet.om"
     assert main(["replay", str(path), "--openmetrics", str(out), "--json", "--no-progress"]) == 0
-    ends = sorted(s.end_time / 1e9 for s in spans if s.parent is None)
+    ends = sorted(_end_seconds(s) for s in spans if s.parent is None)
     scraped: dict[int, float] = {}
     for name, _, value, at in _samples(out):
         if name == "loopwatch_turns_total":

@@ -103,7 +103,7 @@ def spans(draw: st.DrawFn) -> ReadableSpan:
         context=SpanContext(trace_id, span_id, is_remote=False),
         parent=None if parent_id is None else SpanContext(trace_id, parent_id, is_remote=False),
         resource=Resource.create({"service.name": "fuzz"}),
-        attributes=attrs,  # type: ignore[arg-type]
+        attributes=attrs,
         events=events,
         status=Status(draw(st.sampled_from(list(StatusCode))), draw(st.text(max_size=20))),
         start_time=start,
@@ -164,7 +164,7 @@ def test_an_unreadable_span_is_counted_as_dropped() -> None:
     span = ReadableSpan(
         name="execute_tool x",
         context=SpanContext(1, 2, is_remote=False),
-        attributes=ExplodingMapping(),  # type: ignore[arg-type]
+        attributes=ExplodingMapping(),
         start_time=1,
         end_time=2,
     )

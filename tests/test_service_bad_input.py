@@ -14,6 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
@@ -31,7 +32,7 @@ CONFIG = Config(
 )
 
 
-WATCHED = (
+WATCHED: tuple[tuple[str, dict[str, str], int], ...] = (
     ("loopwatch_turns_total", {}, 1),
     ("loopwatch_loops_total", {"kind": "repeat"}, 1),
     ("loopwatch_tool_calls_total", {"error_class": "timeout"}, 14),
@@ -221,7 +222,9 @@ def _grpc_call(service: Service, body: bytes, compression: grpc.Compression | No
         # a valid request whose decompressed size is over the limit
         (
             ExportTraceServiceRequest(
-                resource_spans=[{"scope_spans": [{"spans": [{"name": "a" * 4 * LIMIT}]}]}]
+                resource_spans=[
+                    ResourceSpans(scope_spans=[ScopeSpans(spans=[Span(name="a" * 4 * LIMIT)])])
+                ]
             ).SerializeToString(),
             grpc.Compression.Gzip,
             grpc.StatusCode.RESOURCE_EXHAUSTED,

@@ -215,23 +215,24 @@ def test_refused_connections_are_counted_on_metrics(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(metrics_server, "MAX_CONNECTIONS", 2)  # /metrics: two at once
     with running(Config(grace_seconds=0.0, max_connections=3)) as s:
         assert s.bound is not None and s._metrics_server is not None
+        metrics = s._metrics_server
         name = "loopwatch_http_connections_refused_total"
         assert _refused_on_metrics(s) == {
             "otlp_http": f'{name}{{endpoint="otlp_http"}} 0.0',
             "metrics": f'{name}{{endpoint="metrics"}} 0.0',
         }
-        wait_for(lambda: s._metrics_server.open_connections == 0, timeout=30)
+        wait_for(lambda: metrics.open_connections == 0, timeout=30)
         # OTLP/HTTP at its cap of three: two more are refused; /metrics at its two: one more
         held = [_connect(s.bound.http) for _ in range(3)]
         held += [_connect(s.bound.metrics) for _ in range(2)]
         wait_for(lambda: _endpoint(s).open_connections == 3, timeout=30)
-        wait_for(lambda: s._metrics_server.open_connections == 2, timeout=30)
+        wait_for(lambda: metrics.open_connections == 2, timeout=30)
         for address in (s.bound.http, s.bound.http, s.bound.metrics):
             with _connect(address) as c:
                 assert _until_closed(c).startswith(b"HTTP/1.1 503")
         for c in held:
             c.close()
-        wait_for(lambda: s._metrics_server.open_connections == 0, timeout=30)
+        wait_for(lambda: metrics.open_connections == 0, timeout=30)
         assert _refused_on_metrics(s) == {
             "otlp_http": f'{name}{{endpoint="otlp_http"}} 2.0',
             "metrics": f'{name}{{endpoint="metrics"}} 1.0',

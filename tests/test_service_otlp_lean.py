@@ -6,7 +6,7 @@ from __future__ import annotations
 from google.protobuf.message import DecodeError
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue, KeyValueList
 
 from loopwatch.conventions.read import UNREAD_PREFIXES
 from loopwatch.service import otlp
@@ -72,7 +72,7 @@ def test_caches_stay_bounded_and_share_only_immutable_values() -> None:
     assert long not in otlp._SEEN
     kvlist = bytes(
         KeyValue(
-            key="meta", value=AnyValue(kvlist_value={"values": [_pair("a", "b")]})
+            key="meta", value=AnyValue(kvlist_value=KeyValueList(values=[_pair("a", "b")]))
         ).SerializeToString()
     )
     first, second = span_attributes([kvlist]), span_attributes([kvlist])

@@ -434,7 +434,8 @@ def test_every_dashboard_query_returns_data(stack: Stack) -> None:
     model = json.loads((ROOT / "dashboards" / "generated" / DASHBOARD_FILE).read_text())
 
     def read() -> tuple[list[str], list[str]]:
-        empty, unexpected_empty = [], []
+        empty: list[str] = []
+        unexpected_empty: list[str] = []
         for t in targets(model):
             # short windows for a short test
             expr = expand(t.expr, {"$__rate_interval": "1m", "$__range": "5m"})

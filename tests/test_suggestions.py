@@ -69,7 +69,9 @@ def test_twenty_one_messages_pasted_suggestion_is_no_loop(
         'reviewed_parameters = ["action", "target", "text"]'
     )
     assert "#deploys" not in warning and "Deploy" not in warning and '"send"' not in warning
-    assert config.declaration("team_message").identity == ("action", "target", "text")
+    declaration = config.declaration("team_message")
+    assert declaration is not None
+    assert declaration.identity == ("action", "target", "text")
 
     pasted = Pipeline(config)
     emit_turn(pasted.tracer, _sends("team_message"), 1000 * S)

@@ -486,15 +486,17 @@ def test_langchain_derives_the_same_tool_and_the_call_is_traced(
     exporter: InMemorySpanExporter,
 ) -> None:
     from langchain_core.tools import tool as langchain_tool
+    from pydantic import BaseModel
 
     for original, decorated in ((create_ticket, _sync_tool()), (search_orders, _async_tool())):
         plain, ours = langchain_tool(original), langchain_tool(decorated)
         assert ours.name == plain.name
         assert ours.description == plain.description
         assert ours.args == plain.args
-        assert ours.tool_call_schema.model_json_schema() == (
-            plain.tool_call_schema.model_json_schema()
-        )
+        ours_schema, plain_schema = ours.tool_call_schema, plain.tool_call_schema
+        assert isinstance(ours_schema, type) and issubclass(ours_schema, BaseModel)
+        assert isinstance(plain_schema, type) and issubclass(plain_schema, BaseModel)
+        assert ours_schema.model_json_schema() == plain_schema.model_json_schema()
     ours = langchain_tool(_sync_tool())
     assert ours.invoke({"customer_id": "c_1", "order_id": "o_1", "summary": "s"}) == {
         "ticket": "t_1"

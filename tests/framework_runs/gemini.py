@@ -200,6 +200,7 @@ def gemini_turn(
             return "".join(p.text for p in content.parts or [] if p.text)
         results = []
         for call in calls:
+            assert call.name is not None  # a function call always names its function
             try:
                 response_value: dict[str, Any] = {"output": tools[call.name](**(call.args or {}))}
             except Exception as e:

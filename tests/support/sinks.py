@@ -10,6 +10,7 @@ class CountingSink:
         self.turns = 0
         self.evictions: dict[str, int] = {}
         self.late_spans = 0
+        self.drop_reasons: list[str] = []
 
     def turn(self, summary: TurnSummary) -> None:
         self.turns += 1
@@ -18,7 +19,7 @@ class CountingSink:
         pass
 
     def dropped(self, reason: str) -> None:
-        pass
+        self.drop_reasons.append(reason)
 
     def evicted(self, reason: str) -> None:
         self.evictions[reason] = self.evictions.get(reason, 0) + 1
