@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from tests.framework_runs.handrolled import (
     MODELS,
 )
@@ -66,3 +69,45 @@ def expected(instrumentation: str, sdk: str) -> list[tuple[str, str, dict[str, s
         ("a no-rows streak of 4", "loopwatch_no_rows_streak_sum", so, 4),
         ("every call with its arguments", "loopwatch_calls_without_arguments_total", {}, 0),
     ]
+
+
+Want = tuple[str, str, dict[str, str], float]
+
+
+def every_order_params(
+    instrumentations: Iterable[str], orders: Iterable[tuple[int, ...]], modes: Iterable[str]
+) -> list[Any]:
+    """(instrumentation, order, mode) for a loopback runner's runs, with readable ids."""
+    import pytest
+
+    orders, modes = list(orders), list(modes)
+    return [
+        pytest.param(i, order, mode, id=f"{i}-{''.join(map(str, order))}-{mode}")
+        for i in instrumentations
+        for order in orders
+        for mode in modes
+    ]
+
+
+def three_turns_wrong(
+    run: dict[str, Any], order: tuple[int, ...], mode: str, model: str, more: list[Want]
+) -> list[str]:
+    """What a loopback run of the three turns in ``order`` got wrong: the hand-rolled numbers
+    (turns labelled ``model``), nothing evicted, ``more``, and max attempts 1, 1 and 6."""
+    r = Readings(run["runs"][f"{''.join(map(str, order))}-{mode}"])
+    wants = [w for w in expected("openinference", "openai") if w[0] != "the turns' label"]
+    wants += [
+        ("the turns' label", "loopwatch_turns_total", {"model": model}, 3),
+        ("no turn ended early", "loopwatch_turns_evicted_total", {}, 0),
+        *more,
+    ]
+    wrong = [
+        f"{what}: {metric}{labels} = {r.value(metric, **labels)}, want {want}"
+        for what, metric, labels, want in wants
+        if r.value(metric, **labels) != want
+    ]
+    h = "loopwatch_turn_max_attempts"
+    got = [r.bucket(h, 1), r.bucket(h, 5), r.bucket(h, 6)]
+    if got != [2, 2, 3]:
+        wrong.append(f"turn max attempts: buckets le=1,5,6 = {got}, want [2, 2, 3] (1, 1, 6)")
+    return wrong
