@@ -150,7 +150,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
         # for them: run as Python, past 30 attributes every read of one on self costs more.)
         self._gauges = QueueGauges(self.sink)
         # the SDK's span fields where they are as expected (checked once a process), else the
-        # public API (sdk_fields); each read one attribute away, as the worker calls them per span
+        # public API (read_fields); each read one attribute away, as the worker calls them per span
         read = span_reader()
         self._span_start, self._span_end, self._span_times, self._span_view = read
         # the field reader called directly: compiled, a C call (through the attributes, a call
