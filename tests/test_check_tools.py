@@ -196,23 +196,28 @@ STARTER = """\
 # loopwatch.toml written by `loopwatch check-tools --init` from {sources}.
 # Each identity is a suggestion: the parameters that decide what a call does (which
 # customer, which order), never free text the model rewords, except the text a tool
-# sends, posts or writes (distinct texts are distinct effects). Each field's comment
+# sends, posts or writes (distinct texts are distinct effects). effect says whether a
+# call changes something ("write": its repeats never make progress, and a second
+# success on one identity is a duplicate side effect) or only reads. Each field's comment
 # says why it is in or out; a field left out is a commented-out entry. Review every
 # table marked "review", then run `loopwatch check-tools` in CI. identity = "*" keys a
 # call on all its arguments; reviewed_parameters is what the identity was judged against.
 
 [tools.fx_cancel_order]
 # review: identity as declared already ({agent})
+effect = "write"  # its name's first verb is 'cancel', which writes
 identity = ["order_id"]
 reviewed_parameters = ["order_id", "reason"]
 
 [tools.fx_create_ticket]
 # review: identity as declared already ({openai})
+effect = "write"  # its name's first verb is 'create', which writes
 identity = ["customer_id", "order_id"]
 reviewed_parameters = ["customer_id", "order_id", "summary"]
 
 [tools.fx_lookup_customer]
 # review: suggested from the parameter names
+effect = "read"  # its name's first verb is 'lookup', which reads
 identity = [
     "email",  # in: not named like free text: decides what the call does
 ]
@@ -222,6 +227,7 @@ reviewed_parameters = ["email"]
 
 [tools.fx_search_orders]
 # review: suggested from the parameter names
+effect = "read"  # its name's first verb is 'search', which reads
 identity = [
     # "query",      # out: named like free text, reworded on retries
     "customer_id",  # in: not named like free text: decides what the call does
@@ -280,6 +286,7 @@ def test_init_never_overwrites_without_force(
     assert (
         "[tools.fx_search_orders]\n"
         f"# review: identity as declared already ({OPENAI})\n"
+        "effect = \"read\"  # its name's first verb is 'search', which reads\n"
         'identity = "*"\n'
         'reviewed_parameters = ["query", "customer_id"]\n'
         'result = "rows"\n'

@@ -232,25 +232,24 @@ def test_without_config_a_reworded_free_text_only_call_is_one_key() -> None:
     assert "with the same request (reworded) found the service unavailable" in str(stop)
 
 
-def test_without_config_successful_work_runs_and_only_identical_successes_stop() -> None:
+def test_without_config_a_bulk_of_writes_runs_and_one_write_repeated_stops_at_the_cap() -> None:
+    """create_ticket is a write (its name's verb): twelve orders all run; one order with
+    reworded summaries is one key whatever each answer says, so the default cap (2 repeats)
+    lets three tickets through and stops the rest."""
     service = TicketService(times_out=False)
     with LoopBreaker().turn() as turn:
-        for i in range(12):  # twelve orders; then one order with twelve different summaries
+        for i in range(12):
             args = _ticket_args("Refund missing", order=str(88200 + i))
             turn.call("create_ticket", args, partial(service.create, **args))
+        assert turn.decisions == ()
+        answers = []
         for summary in TICKET_SUMMARIES[:12]:
             args = _ticket_args(summary)
-            turn.call("create_ticket", args, partial(service.create, **args))
-        assert turn.decisions == ()
-        args = _ticket_args("The very same words")
-        # the same answer each time: a new ticket id in the answer would be progress
-        answers = [
-            turn.call("create_ticket", args, lambda: service.create(**args) and "created")
-            for _ in range(4)
-        ]
-    assert len(service.tickets) == 27
-    assert isinstance(answers[3], TerminalResult)
-    assert "already succeeded" in str(answers[3])
+            answers.append(turn.call("create_ticket", args, partial(service.create, **args)))
+    assert len(service.tickets) == 15
+    assert [isinstance(a, TerminalResult) for a in answers] == [False] * 3 + [True] * 9
+    assert "already succeeded, and each call does it again" in str(answers[3])
+    assert "c_40912" not in str(answers[3]) and "88214" not in str(answers[3])
 
 
 def test_without_config_the_bulk_of_failing_orders_is_not_stopped() -> None:

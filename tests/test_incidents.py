@@ -92,26 +92,28 @@ def _twelve_orders(summary: Callable[[int], str]) -> Turn:
     )
 
 
-def test_undeclared_successful_work_is_not_a_loop() -> None:
-    """Successful calls stay keyed on all their arguments: twelve orders (or one order with
-    twelve different notes) is work, not a loop."""
+def test_undeclared_writes_a_bulk_is_work_and_one_order_again_is_a_duplicate() -> None:
+    """create_ticket is a write (its name's verb): twelve orders are twelve keys, work; one order
+    with twelve different notes (prose, left out) is one key of twelve attempts, whatever each
+    answer says: a duplicate side effect, eleven tickets too many."""
     p = Pipeline(Config())
     t = emit_turn(p.tracer, _twelve_orders(lambda i: "Refund missing"), 1000 * S)
     same_order = Turn(
         "support",
         "gpt-4.1",
         tuple(
-            Call("create_ticket", {**c.arguments, "order_id": "88214"}, 120, result={"t": 1})
-            for c in _twelve_orders(lambda i: f"Note {i} for the order").calls
+            Call("create_ticket", {**c.arguments, "order_id": "88214"}, 120, result={"t": i})
+            for i, c in enumerate(_twelve_orders(lambda i: f"Note {i} for the order").calls)
         ),
     )
     emit_turn(p.tracer, same_order, t)
     assert p.value("loopwatch_turns_total") == 2
-    assert p.value("loopwatch_turn_max_attempts_sum") == 2
+    assert p.value("loopwatch_turn_max_attempts_sum") == 13
     assert p.value("loopwatch_tool_calls_total", error_class="ok") == 24
-    assert p.value("loopwatch_loops_total") == 0
-    assert p.value("loopwatch_repeat_calls_total") == 0
-    assert p.value("loopwatch_calls_keyed_by_inference_total") == 0
+    assert p.value("loopwatch_loops_total") == 1
+    assert p.value("loopwatch_loops_total", kind="duplicate", error_class="ok") == 1
+    assert p.value("loopwatch_repeat_calls_total") == 11
+    assert p.value("loopwatch_calls_keyed_by_inference_total") == 24
     p.close()
 
 

@@ -67,12 +67,19 @@ def test_one_key_function_decides_which_identity() -> None:
     failed_a = attempt_key("create_ticket", a, "timeout", None)
     assert failed_a == attempt_key("create_ticket", b, "timeout", None)
     assert failed_a.inferred
-    ok_a = attempt_key("create_ticket", a, "rows", None)
-    assert ok_a != attempt_key("create_ticket", b, "rows", None)
+    # a successful read is keyed on all its arguments, whatever its wording
+    ok_a = attempt_key("lookup_ticket", a, "rows", None)
+    assert ok_a != attempt_key("lookup_ticket", b, "rows", None)
     assert not ok_a.inferred
+    assert identities("lookup_ticket", a, None) == (failed_a.identity, ok_a.identity)
+    # a successful write (create: its name's verb) on what it writes: prose left out, its
+    # answer not compared (outcome ok)
+    written = attempt_key("create_ticket", a, "rows", None)
+    assert written == attempt_key("create_ticket", b, "rows", None)
+    assert written.inferred and written.outcome == "ok"
+    assert identities("create_ticket", a, None) == (failed_a.identity, written.identity)
     declared = ToolDeclaration(identity=("customer_id", "order_id"))
     assert not attempt_key("create_ticket", a, "timeout", declared).inferred
-    assert identities("create_ticket", a, None) == (failed_a.identity, ok_a.identity)
     same = attempt_key("create_ticket", a, "timeout", declared).identity
     assert identities("create_ticket", a, declared) == (same, same)
     assert attempt_key("t", a, "timeout", None, arguments_known=False).identity == "?"
@@ -103,6 +110,7 @@ def test_one_warning_per_undeclared_tool(caplog: pytest.LogCaptureFixture) -> No
     assert "'warn_create' has no identity declaration" in create
     assert create.endswith(
         "[tools.warn_create]\n"
+        "effect = \"write\"  # its name's first verb is 'create', which writes\n"
         "identity = [\n"
         f'    "customer_id",  # {IN_VALUE}\n'
         f'    "order_id",     # {IN_VALUE}\n'

@@ -203,9 +203,11 @@ def test_what_changes_on_every_answer_does_not_change_the_fingerprint() -> None:
     first = fingerprint(poll("r-1", "2025-05-01T12:00:01Z", 12, 40))
     assert fingerprint(poll("r-2", "2025-05-01 12:00:04.5+02:00", 40, 40)) == first
     assert fingerprint(poll("r-3", "2025-05-01T12:00:07Z", 9, 41)) != first
-    # a key order is no change; ids of rows are content, not noise
+    # a key order is no change; a fresh id is no news, rows that differ are
     assert fingerprint({"b": 1, "a": [1, 2]}) == fingerprint({"a": [1, 2], "b": 1})
-    assert fingerprint([{"id": "doc-1"}]) != fingerprint([{"id": "doc-2"}])
+    assert fingerprint([{"id": "doc-1"}]) == fingerprint([{"id": "doc-2"}])
+    boots, sandals = {"id": "doc-1", "title": "Boots"}, {"id": "doc-2", "title": "Sandals"}
+    assert fingerprint([boots]) != fingerprint([sandals])
     log = "[12:00:0{0}] job 3f2a1b4c-1234-4abc-8def-01234567890{0} running, 3 of 10 done in 0.{0}s"
     assert fingerprint(log.format(1)) == fingerprint(log.format(2))
     assert fingerprint(log.format(1)) != fingerprint(log.format(1).replace("3 of", "4 of"))
@@ -619,6 +621,7 @@ def test_replay_and_compare_report_each_kind_of_loop(
     assert report["turns_with_a_loop"] == 4
     assert report["turns_with_a_loop_by_kind"] == {
         "repeat": 1,
+        "duplicate": 0,
         "no_rows": 1,
         "same_result": 1,
         "failing": 1,
@@ -632,14 +635,23 @@ def test_replay_and_compare_report_each_kind_of_loop(
     }
     assert main(["replay", str(cand)]) == 0
     text_report = capsys.readouterr().out
-    assert "turns with a loop     repeat 1, no_rows 1, same_result 1, failing 1\n" in text_report
+    assert (
+        "turns with a loop     repeat 1, duplicate 0, no_rows 1, same_result 1, failing 1\n"
+        in text_report
+    )
     assert "    failing      consecutive failures of one class, whatever the arguments\n" in (
         text_report
     )
     # one turn of each is too few to be a significant regression: exit 0, every kind named
     assert main(["compare", str(base), str(cand), "--markdown", "-"]) == 0
     out = capsys.readouterr().out
-    assert "  baseline turns with a loop:  repeat 0, no_rows 0, same_result 0, failing 0\n" in out
-    assert "  candidate turns with a loop: repeat 1, no_rows 1, same_result 1, failing 1\n" in out
+    assert (
+        "  baseline turns with a loop:  repeat 0, duplicate 0, no_rows 0, same_result 0, failing 0\n"
+        in out
+    )
+    assert (
+        "  candidate turns with a loop: repeat 1, duplicate 0, no_rows 1, same_result 1, failing 1\n"
+        in out
+    )
     assert "| failing | consecutive failures of one class, whatever the arguments | 0 | 1 |" in out
     assert "| support | `lookup_invoice` | not_found | failing | 0/" in out

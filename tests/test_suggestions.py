@@ -11,6 +11,7 @@ import pytest
 
 from loopwatch.cli import main
 from loopwatch.core.config import Config, load_config
+from loopwatch.core.effects import sends_text
 from loopwatch.core.suggest import (
     IN_NAMED,
     IN_SENT,
@@ -20,7 +21,6 @@ from loopwatch.core.suggest import (
     ROWS_REASON,
     choices_from_call,
     result_of_value,
-    sends_text,
 )
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import Call, Turn
@@ -88,7 +88,8 @@ def test_twenty_one_messages_pasted_suggestion_is_no_loop(
     merged = Pipeline(load_config(dropped))
     emit_turn(merged.tracer, _sends("team_message"), 1000 * S)
     assert merged.value("loopwatch_turn_max_attempts_sum") == 21
-    assert merged.value("loopwatch_loops_total", tool="team_message", kind="repeat") == 1
+    # (a message sent is a write: the same send again is a duplicate side effect)
+    assert merged.value("loopwatch_loops_total", tool="team_message", kind="duplicate") == 1
     merged.close()
 
 
@@ -108,6 +109,7 @@ def test_search_suggestion_drops_the_query_and_reads_rewordings_as_one_key(
     first.close()
     assert warning.endswith(
         "[tools.sg_search_docs]\n"
+        "effect = \"read\"  # its name's first verb is 'search', which reads\n"
         "identity = [\n"
         f'    # "query",      # {OUT_FREE_TEXT}\n'
         f'    "customer_id",  # {IN_VALUE}\n'
@@ -240,6 +242,7 @@ def test_init_keeps_sent_text_and_suggests_a_result_path(
         'reviewed_parameters = ["action", "channel", "text"]',
         "[tools.fx_post_comment]\n"
         "# review: suggested from the parameter names\n"
+        "effect = \"write\"  # its name's first verb is 'post', which writes\n"
         "identity = [\n"
         f'    "issue_id",  # {IN_NAMED}\n'
         f'    "body",      # {IN_SENT}\n'
@@ -247,6 +250,7 @@ def test_init_keeps_sent_text_and_suggests_a_result_path(
         'reviewed_parameters = ["issue_id", "body"]',
         "[tools.fx_search_docs]\n"
         "# review: suggested from the parameter names\n"
+        "effect = \"read\"  # its name's first verb is 'search', which reads\n"
         "identity = [\n"
         f'    # "query",      # {OUT_NAMED}\n'
         f'    "customer_id",  # {IN_NAMED}\n'

@@ -12,6 +12,7 @@ from loopwatch.conventions.error_texts import framework_error_result
 from loopwatch.conventions.payloads import decode_result
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.core.effects import READ, effect_of
 from loopwatch.core.identity import (
     MISSING,
     WHOLE_ARGUMENTS,
@@ -80,6 +81,7 @@ def keyed_call(
             tool, arguments, declaration, result if result_known and not errored else None
         )
     progress, data = 0, False
+    effect = effect_of(tool, arguments, declaration.effect if declaration else None)[0]
     if errored:
         error_class = classify_error(types, messages)
         outcome = error_class
@@ -88,10 +90,13 @@ def keyed_call(
         error_class = OK
         fingerprint = result_fingerprint(result, declaration) if result_known else "unknown"
         outcome = fingerprint if result_known else OK
-        if result_known:
+        # a write's answer is never compared: a fresh id is no progress
+        if result_known and effect == READ:
             progress, data = progress_fingerprint(result, declaration, fingerprint)
     keying = _keying_declaration(arguments, declaration) if declaration is not None else None
-    key = attempt_key(tool, arguments, outcome, keying, arguments_known=known, call=span[0])
+    key = attempt_key(
+        tool, arguments, outcome, keying, arguments_known=known, call=span[0], effect=effect
+    )
     tool_version = description_hash(description) if description else ""
     failed_identity = (
         None
@@ -100,7 +105,7 @@ def keyed_call(
     )
     same_result = _same_result(progress, arguments, known, failed_identity) if data else 0
     span_id, parent_id, start_ns, end_ns = span
-    # In field order, without keywords: matching fifteen keywords costs more than the build.
+    # In field order, without keywords: matching sixteen keywords costs more than the build.
     return ToolCall(
         span_id,
         parent_id,
@@ -117,6 +122,7 @@ def keyed_call(
         failed_identity,
         progress,
         same_result,
+        effect,
     )
 
 

@@ -4,15 +4,16 @@ The rule, in one place (docs/metrics.md, docs/history.md and loopwatch_loop_toke
 the same):
 
 - An extra attempt is a call of a loop past its first: for a repeat loop, each call past the
-  first of a run of one key's attempts that reached the loop threshold; for a no-rows,
+  first of a run of one key's attempts that reached the loop threshold; for a duplicate, each
+  success of a write past the first on its key; for a no-rows,
   same-result or failing loop, each call past the first of the streak that reached its
   threshold (the calls that made it a loop: a same-result or failing streak over more than one
   key).
 - The model call charged for an extra attempt is the one that asked for it: the turn's model
   call (LLM span) that started last at or before the attempt started. A model call is charged
   once per turn, whatever number of extra attempts it asked for, under the tool, error class
-  and kind of the first of them (in start order; among the kinds of one call, repeat, no_rows,
-  same_result, failing).
+  and kind of the first of them (in start order; among the kinds of one call, repeat,
+  duplicate, no_rows, same_result, failing).
 - Its tokens are those its span reports (conventions.usage): input, output, or a total
   reported alone. A model call that reports none is charged 0.
 
@@ -28,14 +29,16 @@ from typing import Final
 
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.core.effects import WRITE
 from loopwatch.core.outcomes import EMPTY, OK
 from loopwatch.core.records import LlmMark, ToolCall
 
 REPEAT: Final = "repeat"
+DUPLICATE: Final = "duplicate"
 NO_ROWS: Final = "no_rows"
 SAME_RESULT: Final = "same_result"
 FAILING: Final = "failing"
-_KIND_ORDER: Final = {REPEAT: 0, NO_ROWS: 1, SAME_RESULT: 2, FAILING: 3}
+_KIND_ORDER: Final = {REPEAT: 0, DUPLICATE: 1, NO_ROWS: 2, SAME_RESULT: 3, FAILING: 4}
 
 # (the call, its loop's error class, its loop's kind)
 Extra = tuple[ToolCall, str, str]
@@ -55,18 +58,22 @@ def extra_attempts(
     order; ``runs_of`` as core.summary builds it; ``loops`` the (error class, kind) found)."""
     kinds = {kind for _, kind in loops}
     extras: list[Extra] = []
-    if REPEAT in kinds:
+    if REPEAT in kinds or DUPLICATE in kinds:
         threshold = config.loop_threshold_for(declaration)
         for key_calls in key_lists:
-            if len(key_calls) < threshold:
+            if len(key_calls) < 2:
                 continue
             k = key_calls[0].key
             error_class = key_calls[0].error_class
+            duplicate = error_class == OK and key_calls[0].effect == WRITE
+            kind = DUPLICATE if duplicate else REPEAT
+            if kind not in kinds:
+                continue
             start = 0
             for n in runs_of[(k.tool, k.identity, k.outcome)]:
-                if n >= threshold:
+                if n >= (2 if duplicate else threshold):
                     run = key_calls[start + 1 : start + n]
-                    extras.extend((c, error_class, REPEAT) for c in run)
+                    extras.extend((c, error_class, kind) for c in run)
                 start += n
     if NO_ROWS in kinds:
         extras.extend(

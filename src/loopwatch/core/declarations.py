@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Final, TypeVar, cast
 
+from loopwatch.core.effects import DECLARABLE
 from loopwatch.core.identity import WHOLE_ARGUMENTS, WHOLE_ARGUMENTS_FIELDS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -41,6 +42,8 @@ class ToolDeclaration:
     no_rows_threshold: int | None = None
     same_result_threshold: int | None = None
     failing_threshold: int | None = None
+    # "read" or "write" (core.effects); None: from MCP annotations or the name
+    effect: str | None = None
 
     @property
     def whole_arguments(self) -> bool:
@@ -99,7 +102,7 @@ def declared_pattern(part: str) -> re.Pattern[str]:
 
 
 _THRESHOLDS = ("loop_threshold", "no_rows_threshold", "same_result_threshold", "failing_threshold")
-_KNOWN = {"identity", "reviewed_parameters", "result", *_THRESHOLDS}
+_KNOWN = {"identity", "reviewed_parameters", "result", "effect", *_THRESHOLDS}
 
 
 def _result(tool: str, value: Any) -> str | None:
@@ -118,6 +121,14 @@ def _result(tool: str, value: Any) -> str | None:
                 f"tool {tool!r}: result {value!r} is not a regular expression: {e}"
             ) from None
     return value
+
+
+def _effect(tool: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if value not in DECLARABLE:
+        raise DeclarationError(f'tool {tool!r}: effect must be "read" or "write", got {value!r}')
+    return str(value)
 
 
 def declaration_from_mapping(tool: str, raw: Mapping[str, Any]) -> ToolDeclaration:
@@ -141,6 +152,7 @@ def declaration_from_mapping(tool: str, raw: Mapping[str, Any]) -> ToolDeclarati
             else None
         ),
         result=_result(tool, raw.get("result")),
+        effect=_effect(tool, raw.get("effect")),
         **thresholds,
     )
 
@@ -241,6 +253,7 @@ def tool(
     *,
     name: str | None = None,
     result: str | None = None,
+    effect: str | None = None,
     loop_threshold: int | None = None,
     no_rows_threshold: int | None = None,
     same_result_threshold: int | None = None,
@@ -248,7 +261,9 @@ def tool(
 ) -> Callable[[F], F]:
     """Declare a Python tool function's identity fields: ``@loopwatch.tool(identity=["id"])``.
 
-    ``identity="*"`` is the explicit choice of the whole arguments.
+    ``identity="*"`` is the explicit choice of the whole arguments. ``effect="write"`` (or
+    ``"read"``) says whether a call changes something: a write's repeats never make progress,
+    and a second success on one identity is a duplicate side effect.
 
     When an OpenTelemetry SDK tracer provider is set, each call is also traced as an
     ``execute_tool {name}`` span (kind INTERNAL) with the GenAI tool attributes:
@@ -282,6 +297,7 @@ def tool(
             raw["identity"] = identity if isinstance(identity, str) else list(identity)
         for k, v in (
             ("result", result),
+            ("effect", effect),
             ("loop_threshold", loop_threshold),
             ("no_rows_threshold", no_rows_threshold),
             ("same_result_threshold", same_result_threshold),

@@ -1,17 +1,8 @@
-"""The fingerprint of a tool call's result: what tells a repeat that made progress from one that
-did not.
+"""The fingerprint of a result: what tells a repeat that made progress from one that did not.
 
-A result is hashed whole (a text as it is, any other value as canonical JSON) after three rules
-take out what changes on every answer without meaning progress:
-
-- a JSON key named ``request_id``, ``trace_id``, ``span_id``, ``correlation_id``, ``timestamp``,
-  ``time``, ``elapsed``, ``elapsed_ms``, ``duration``, ``duration_ms``, ``took`` or
-  ``latency_ms`` (any case; ``-``, ``_`` or nothing between the words; ``x-request-id`` too)
-  whose value is a string or a number: its value does not count;
-- an ISO-8601 date-time (``2025-05-01T12:00:03.25Z``, ``2025-05-01 12:00``) and a clock time with
-  seconds (``12:00:03``) count as one placeholder, wherever they are;
-- in a text result, also a UUID, the value after ``request id``, ``trace id`` or
-  ``correlation id``, and a number with a unit of time (``12 ms``, ``0.8s``, ``3 seconds``).
+A result is hashed whole (a text as it is, any other value as canonical JSON) without its
+volatile values (core.volatile: ids, sessions, processes, clocks, durations), which change on
+every answer without being news.
 
 Bounded: the first MAX_HASHED_CHARS characters are normalized and hashed together with the whole
 length (a log that grows changes its length), so the work is linear in the result's size and the
@@ -21,11 +12,11 @@ is walked without recursion.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any, Final
 
 from loopwatch.core.identity import canonical_json, short_hash
+from loopwatch.core.volatile import without_volatile
 
 # Characters of a result normalized and hashed (the whole length is hashed too).
 MAX_HASHED_CHARS: Final = 64 * 1024
@@ -36,77 +27,15 @@ NOT_KNOWN: Final = 0
 EMPTY: Final = 1
 _RESERVED: Final = 2
 
-# JSON keys whose string or number value changes on every answer (the key is kept, the value
-# is not); the lookahead fails most other keys at their first letter.
-_VOLATILE_KEYS: Final = re.compile(
-    r'("(?=[xrtscedlXRTSCEDL])(?i:(?:x[_-]?)?request[_-]?id|trace[_-]?id|span[_-]?id'
-    r"|correlation[_-]?id|timestamp|time|elapsed(?:[_-]?ms)?|duration(?:[_-]?ms)?|took"
-    r'|latency[_-]?ms)"\s*:\s*)(?:"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)'
-)
-# what those key names hold, lower case: a text holding none is not searched for them
-_KEY_WORDS: Final = (
-    "request",
-    "trace",
-    "span",
-    "correlation",
-    "time",
-    "took",
-    "elapsed",
-    "duration",
-    "latency",
-)
-_DATE_TIMES: Final = re.compile(
-    r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?"
-    r"|(?<!\d)\d{1,2}:\d\d:\d\d(?:[.,]\d+)?(?!\d)"
-)
-# a date-time holds one of these (each starts with a literal: a fast scan)
-_DATE_GATE: Final = re.compile(r"-\d\d[T ]\d\d:")
-_CLOCK_GATE: Final = re.compile(r":\d\d:\d\d")
-_UUIDS: Final = re.compile(
-    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
-)
-_UUID_GATE: Final = re.compile(r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-")
-_TEXT_IDS: Final = re.compile(
-    r"\b((?i:request|trace|correlation)[ _-]?(?i:id)\b[\s:=#\"']{0,3})[\w.-]+"
-)
-_TEXT_ID_WORDS: Final = ("request", "trace", "correlation")
-# a number with a unit of time: a duration (the 1990s too, which is rarely what a poll shows)
-_DURATIONS: Final = re.compile(
-    r"(?<![\w.])[0-9]+(?:\.[0-9]+)? ?(?:ns|us|µs|ms|s|sec|secs|seconds)\b"
-)
-_PLACEHOLDER: Final = "~"
-_KEEP_FIRST: Final = r"\1~"
 # isinstance's type tuples, built once (``dict | list`` builds a new union on every call)
 _CONTAINERS: Final = (dict, list)
 _SEQUENCES: Final = (list, tuple)
 
 
-def normalized(text: str, json_text: bool) -> str:
-    """``text`` (at most MAX_HASHED_CHARS of it) with what changes without meaning progress
-    replaced by a placeholder (module docstring). Each rule runs only on a text a cheap scan
-    finds it may apply to."""
+def normalized(text: str) -> str:
+    """``text`` (at most MAX_HASHED_CHARS of it) without its volatile values."""
     head = text if len(text) <= MAX_HASHED_CHARS else text[:MAX_HASHED_CHARS]
-    low = head.lower()
-    for word in _KEY_WORDS:
-        if word in low:
-            if _VOLATILE_KEYS.search(head) is not None:  # (a sub without a match costs more)
-                head = _VOLATILE_KEYS.sub(_KEEP_FIRST, head)
-            break
-    if _DATE_GATE.search(head) is not None or _CLOCK_GATE.search(head) is not None:
-        head = _DATE_TIMES.sub(_PLACEHOLDER, head)
-    if json_text:
-        return head
-    if _UUID_GATE.search(head) is not None:
-        head = _UUIDS.sub(_PLACEHOLDER, head)
-    if "id" in low:
-        for word in _TEXT_ID_WORDS:
-            if word in low:
-                if _TEXT_IDS.search(head) is not None:
-                    head = _TEXT_IDS.sub(_KEEP_FIRST, head)
-                break
-    if _DURATIONS.search(head) is not None:
-        head = _DURATIONS.sub(_PLACEHOLDER, head)
-    return head
+    return without_volatile(head)
 
 
 def result_text(value: Any) -> tuple[str, bool]:
@@ -122,9 +51,9 @@ def result_text(value: Any) -> tuple[str, bool]:
 
 def _head(value: Any) -> tuple[str, int]:
     """``(normalized head, whole length)`` of a result's text; never raises."""
-    text, json_text = result_text(value)
+    text, _ = result_text(value)
     try:
-        return normalized(text, json_text), len(text)
+        return normalized(text), len(text)
     except Exception:  # never raised on any text tried; the host must not meet one if it did
         return text[:MAX_HASHED_CHARS], len(text)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.core.effects import READ, effect_of, written_arguments
 from loopwatch.core.identity import identity_hash, without_free_text
 from loopwatch.core.outcomes import ERROR_CLASSES, OK
 
@@ -61,24 +62,39 @@ def attempt_key(
     *,
     arguments_known: bool = True,
     call: int = 0,
+    effect: str | None = None,
 ) -> AttemptKey:
-    """Key one tool call. ``outcome`` comes from :func:`loopwatch.guards.outcome.outcome_of`.
+    """Key one tool call. ``outcome`` comes from :func:`loopwatch.guards.outcome.outcome_of`;
+    ``effect`` from :func:`loopwatch.core.effects.effect_of` (None: found here).
 
     A tool without an identity declaration is keyed, when the call failed, on its arguments
     minus free text (:func:`loopwatch.core.identity.without_free_text`): a call regenerated
-    after an error with only its wording changed is the same attempt. A successful call is
+    after an error with only its wording changed is the same attempt. A successful read is
     keyed on all its arguments: repeated successful work with different text is usually
-    legitimate. ``identity = "*"`` keys every call on all its arguments.
+    legitimate. A successful write is keyed on what it writes
+    (:func:`loopwatch.core.effects.written_arguments`) with outcome ``ok``: its answer (a
+    fresh id) is no news. ``identity = "*"`` keys every call on all its arguments.
 
     Without its arguments (``arguments_known`` False) a failed call is keyed on the tool and
     its error class, so failures of one kind may be one attempt; a successful one on ``call``
     (its span id), so successful calls are never repeats of each other.
     """
+    failed = outcome in _FAILED
+    if not failed:
+        if effect is None:
+            effect = effect_of(tool, arguments, declaration.effect if declaration else None)[0]
+        if effect != READ:
+            outcome = OK
     if not arguments_known:
         return AttemptKey(tool, unknown_identity(outcome, call), outcome)
     fields = declaration.identity if declaration is not None else None
-    if fields is None and outcome in _FAILED:
-        return AttemptKey(tool, identity_hash(without_free_text(arguments), None), outcome, True)
+    if fields is None:
+        if failed:
+            kept = without_free_text(arguments)
+            return AttemptKey(tool, identity_hash(kept, None), outcome, True)
+        if effect != READ:
+            kept = written_arguments(tool, arguments)
+            return AttemptKey(tool, identity_hash(kept, None), outcome, kept is not arguments)
     return AttemptKey(tool, identity_hash(arguments, fields), outcome)
 
 

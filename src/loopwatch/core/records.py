@@ -6,6 +6,7 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Any, Final
 
+from loopwatch.core.effects import READ
 from loopwatch.core.keys import AttemptKey
 
 # Span kinds as counted in loopwatch_spans_total{kind}.
@@ -59,6 +60,8 @@ class ToolCall:
     # for a result that is data: the fingerprint with the arguments' identity minus free text,
     # equal in consecutive calls that got the same data for a reworded request (0: no data)
     same_result: int = 0
+    # "read", "write" or "idempotent_write" (core.effects): a write's success never progresses
+    effect: str = READ
 
     # written out (init=False): compiled, dataclass's generated __init__ is Python code that
     # sets each field through its descriptor; this one is C
@@ -79,6 +82,7 @@ class ToolCall:
         failed_identity: str | None = None,
         fingerprint: int = 0,
         same_result: int = 0,
+        effect: str = READ,
     ) -> None:
         self.span_id = span_id
         self.parent_id = parent_id
@@ -95,6 +99,7 @@ class ToolCall:
         self.failed_identity = failed_identity
         self.fingerprint = fingerprint
         self.same_result = same_result
+        self.effect = effect
 
 
 @dataclass(init=False, slots=True)

@@ -8,22 +8,13 @@ leaving them out would merge twenty distinct messages into one key and a loop.
 
 from __future__ import annotations
 
-import itertools
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from loopwatch.core.declarations import toml_key, toml_string
+from loopwatch.core.effects import ACTION_PARAMETER, DECLARABLE, sends_text
 from loopwatch.core.identity import WHOLE_ARGUMENTS, is_free_text
-
-# A tool whose name, or the value of its ACTION_PARAMETER, holds one of these words sends its
-# text somewhere: the text is what the call does, so it belongs to the identity.
-SIDE_EFFECT_VERBS: Final = frozenset(
-    {"send", "post", "reply", "write", "comment", "email", "publish", "notify", "message"}
-)
-# The argument that chooses what a multi-action tool does: message(action="send", ...).
-ACTION_PARAMETER: Final = "action"
 
 # Why a field is in or out (the trailing comment of its line).
 IN_VALUE: Final = "in: a short value (an id, a name, a choice): decides what the call does"
@@ -54,21 +45,6 @@ ROWS_REASON: Final = "the rows it returns: the same rows again is no progress"
 
 # isinstance's type tuple, built once (``dict | list`` builds a new union on every call)
 _CONTAINERS: Final = (dict, list)
-_WORD: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
-# Characters of a name or action value read for words (a hostile value is cut).
-_WORD_CHARS: Final = 200
-
-
-def words(name: str) -> list[str]:
-    """The lower-case words of a snake_case, camelCase or kebab-case name."""
-    return [w.lower() for w in _WORD.findall(name[:_WORD_CHARS])]
-
-
-def sends_text(tool: str, actions: Iterable[Any] = ()) -> bool:
-    """True for a tool whose text is its effect: a word of its name, or of an ``action`` value
-    it is called with (or declares), is one of SIDE_EFFECT_VERBS."""
-    names = itertools.chain((tool,), (a for a in actions if isinstance(a, str)))
-    return any(w in SIDE_EFFECT_VERBS for n in names for w in words(n))
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,17 +76,28 @@ def identity_of(choices: Iterable[FieldChoice]) -> tuple[str, ...]:
     return tuple(c.name for c in choices if c.kept)
 
 
+def effect_toml(effect: str, why: str) -> str:
+    """The ``effect`` line of a suggestion, with why; an effect no declaration can say (an
+    idempotent write, from MCP annotations) as a comment."""
+    if effect in DECLARABLE:
+        return f"effect = {toml_string(effect)}  # {why}"
+    return f"# effect: {effect.replace('_', ' ')} ({why}), from the tool list"
+
+
 def suggestion_toml(
     tool: str,
     choices: Sequence[FieldChoice],
     result: tuple[str, str] | None = None,
     notes: Sequence[str] = (),
+    effect: tuple[str, str] | None = None,
 ) -> list[str]:
-    """The ``[tools.NAME]`` table of a suggestion as TOML lines: the identity one field a line,
-    each with why it is in or out (an out field as a commented-out entry, to put back by
-    removing the ``#``), then ``notes`` (comment lines), reviewed_parameters and ``result``
-    (``(path, why)``)."""
+    """The ``[tools.NAME]`` table of a suggestion as TOML lines: ``notes`` (comment lines),
+    ``effect`` (``(effect, why)``), the identity one field a line, each with why it is in or out
+    (an out field as a commented-out entry, to put back by removing the ``#``), then
+    reviewed_parameters and ``result`` (``(path, why)``)."""
     lines = [f"[tools.{toml_key(tool)}]", *notes]
+    if effect is not None:
+        lines.append(effect_toml(*effect))
     if any(c.kept for c in choices):
         entries = [(f"{'' if c.kept else '# '}{toml_string(c.name)},", c.reason) for c in choices]
         width = max(len(e) for e, _ in entries)

@@ -1,5 +1,6 @@
-"""One finished turn's numbers: attempts per key (runs that progress resets), no-rows,
-same-result and failing streaks, loops, time past the cap."""
+"""One finished turn's numbers: attempts per key (runs that progress resets; a write's success
+never progresses, and its second success is a duplicate), no-rows, same-result and failing
+streaks, loops, time past the cap."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Final
 
 from loopwatch.core.config import Config
 from loopwatch.core.cost import (
+    DUPLICATE,
     FAILING,
     NO_ROWS,
     REPEAT,
@@ -18,6 +20,7 @@ from loopwatch.core.cost import (
     charge,
     extra_attempts,
 )
+from loopwatch.core.effects import WRITE
 from loopwatch.core.fingerprint import NOT_KNOWN
 from loopwatch.core.keys import AttemptKey
 from loopwatch.core.outcomes import EMPTY, OK
@@ -382,8 +385,10 @@ def _tool_summary(
         longest = max(runs) if len(runs) > 1 else runs[0]
         if longest > max_attempts:
             max_attempts = longest
-        if longest >= threshold:
-            loops.add((error_class, REPEAT))
+        # a write that succeeded again on one identity: the side effect happened twice
+        duplicate = error_class == OK and key_calls[0].effect == WRITE
+        if duplicate or longest >= threshold:
+            loops.add((error_class, DUPLICATE if duplicate else REPEAT))
             looping.append((k, longest))
             start = 0
             for n in runs:
@@ -446,6 +451,7 @@ def _tool_summary(
 
 # the loop kinds are core.cost's (which charges them), named here too where they are read
 __all__ = [
+    "DUPLICATE",
     "FAILING",
     "NO_ROWS",
     "REPEAT",

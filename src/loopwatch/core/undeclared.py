@@ -1,5 +1,7 @@
-"""One WARNING per undeclared tool: its name and the declaration to add to loopwatch.toml,
-judged from its first call (core.suggest): field names and reasons, never values."""
+"""One message per undeclared tool, judged from its first call (core.suggest): field names and
+reasons, never values. A tool with no identity declaration gets a WARNING with the declaration
+to add to loopwatch.toml (its effect included); a tool whose identity is declared but not its
+effect gets one INFO line saying which way it was read and the line to paste."""
 
 from __future__ import annotations
 
@@ -9,8 +11,15 @@ import threading
 from typing import Any
 
 from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.core.effects import ACTION_PARAMETER, READ, effect_of, sends_text
 from loopwatch.core.identity import short_hash
-from loopwatch.core.suggest import FieldChoice, choices_from_call, result_of_value, suggestion_toml
+from loopwatch.core.suggest import (
+    FieldChoice,
+    choices_from_call,
+    effect_toml,
+    result_of_value,
+    suggestion_toml,
+)
 
 log = logging.getLogger("loopwatch")
 
@@ -41,7 +50,9 @@ class _Warned:
 _WARNED = _Warned()
 
 
-def suggestion(tool: str, arguments: dict[str, Any], result: Any = None) -> list[str]:
+def suggestion(
+    tool: str, arguments: dict[str, Any], result: Any = None, effect: tuple[str, str] | None = None
+) -> list[str]:
     """The declaration to review: identity = the parameters that were not free text in this
     call, or were text the tool sends (``"*"`` when none is kept), each with why it is in or out;
     reviewed_parameters = all of them; a ``result`` path when ``result`` is a JSON object."""
@@ -50,7 +61,7 @@ def suggestion(tool: str, arguments: dict[str, Any], result: Any = None) -> list
         FieldChoice(c.name[:_MAX_NAME_CHARS], c.kept, c.reason)
         for c in choices_from_call(tool, {k: arguments[k] for k in listed})
     ]
-    lines = suggestion_toml(tool[:_MAX_NAME_CHARS], choices, result_of_value(result))
+    lines = suggestion_toml(tool[:_MAX_NAME_CHARS], choices, result_of_value(result), effect=effect)
     if len(arguments) > _MAX_PARAMETERS:
         lines.append(f"# and {len(arguments) - _MAX_PARAMETERS} more parameters")
     return lines
@@ -59,17 +70,40 @@ def suggestion(tool: str, arguments: dict[str, Any], result: Any = None) -> list
 def warn_undeclared(
     tool: str, arguments: Any, declaration: ToolDeclaration | None, result: Any = None
 ) -> None:
-    """Warn once per process about a tool called with named arguments and no identity
-    declaration; ``result`` is the call's decoded result when it succeeded. Parameter and
-    result field names only: values never reach a log line."""
-    if declaration is not None and declaration.identity is not None:
+    """Tell once per process how a tool called with named arguments was read where it is not
+    declared; ``result`` is the call's decoded result when it succeeded. Parameter and result
+    field names only: values never reach a log line."""
+    identity_declared = declaration is not None and declaration.identity is not None
+    if identity_declared and declaration is not None and declaration.effect is not None:
         return
     if not isinstance(arguments, dict) or not arguments or not _WARNED.first(tool):
         return
+    effect = effect_of(tool, arguments, None)
+    name = tool[:_MAX_NAME_CHARS]
+    if identity_declared:
+        log.info(
+            "tool %r is taken for a %s (%s); to make it exact, add to its [tools] table in "
+            "loopwatch.toml: %s",
+            name,
+            effect[0].replace("_", " "),
+            effect[1],
+            effect_toml(*effect),
+        )
+        return
+    # a multi-action tool's effect is its call's action: no line declares it for the tool
+    by_tool = effect_of(tool, None, None)
+    line = by_tool if by_tool == effect else None
+    if effect[0] == READ or sends_text(tool, (arguments.get(ACTION_PARAMETER),)):
+        success = "all arguments"
+    else:
+        success = "their arguments minus prose"
     log.warning(
-        "loopwatch: tool %r has no identity declaration, so its failed calls are keyed on their "
-        "arguments minus free text (a guess) and its successful calls on all arguments. "
+        "tool %r has no identity declaration, so its failed calls are keyed on their arguments "
+        "minus free text (a guess) and its successful calls on %s; it is taken for a %s (%s). "
         "Review and add to loopwatch.toml to be exact (each field says why it is in or out):\n%s",
-        tool[:_MAX_NAME_CHARS],
-        "\n".join(suggestion(tool, arguments, result)),
+        name,
+        success,
+        effect[0].replace("_", " "),
+        effect[1],
+        "\n".join(suggestion(tool, arguments, result, line)),
     )

@@ -22,6 +22,7 @@ from opentelemetry.trace import TracerProvider
 
 from loopwatch.core.config import ON_STORE_ERROR, Config
 from loopwatch.core.declarations import ToolDeclaration
+from loopwatch.core.effects import READ, effect_of
 from loopwatch.core.fingerprint import NOT_KNOWN
 from loopwatch.core.identity import without_free_text
 from loopwatch.core.keys import AttemptKey, attempt_key, identities
@@ -191,6 +192,7 @@ class Pending:
     # for an undeclared tool whose arguments hold free text (core.keys.attempt_key)
     failed: tuple[str, str]
     succeeded: tuple[str, str]
+    effect: str = READ  # core.effects: a write's success never progresses
     # the reservation in the counts; empty when the store could not be reached and the call
     # was let through (on_store_error="allow"): there is nothing to record it against
     token: str = ""
@@ -237,7 +239,8 @@ class BreakerTurn:
         b = self.breaker
         declaration = b.config.declaration(tool)
         failed, succeeded = identities(tool, arguments, declaration)
-        pending = Pending(tool, arguments, declaration, (tool, failed), (tool, succeeded))
+        effect = effect_of(tool, arguments, declaration.effect if declaration else None)[0]
+        pending = Pending(tool, arguments, declaration, (tool, failed), (tool, succeeded), effect)
         with self._lock:  # held over the store: the budget is this turn's, checked and spent
             ask = Ask(
                 tool,
@@ -281,7 +284,8 @@ class BreakerTurn:
             error_class = outcome if outcome in _ERROR_CLASSES else OK
             if fields is None and error_class != OK:
                 fields = _kept_parameters(pending.arguments)
-            return repeat_stop(tool, error_class, outcome, verdict.count, fields)
+            write = pending.effect != READ
+            return repeat_stop(tool, error_class, outcome, verdict.count, fields, write)
         if verdict.stop == breaker_counts.NO_ROWS:
             return no_rows_stop(tool, verdict.count)
         if verdict.stop == breaker_counts.BUDGET:
@@ -294,11 +298,14 @@ class BreakerTurn:
     ) -> AttemptKey:
         """Count a call that ran, with its result or the exception it raised. A success whose
         result fingerprint changed since its key's last call is progress: its key's attempts
-        start again at 1 (core.summary.attempt_runs, the monitor's rule)."""
+        start again at 1 (core.summary.attempt_runs, the monitor's rule). A write's success
+        never is: each is an attempt of its key."""
         error_class, outcome = outcome_of(result, error, pending.declaration)
-        key = attempt_key(pending.tool, pending.arguments, outcome, pending.declaration)
+        key = attempt_key(
+            pending.tool, pending.arguments, outcome, pending.declaration, effect=pending.effect
+        )
         progress = NOT_KNOWN
-        if error_class == OK:
+        if error_class == OK and pending.effect == READ:
             progress = progress_fingerprint(result, pending.declaration, outcome)[0]
         with self._lock:
             previous = self._fingerprints.get(key, NOT_KNOWN)
@@ -312,7 +319,9 @@ class BreakerTurn:
         # as the processor's streak: an empty result extends it, anything else resets it
         empty = error_class == OK and outcome == EMPTY
         identity = pending.succeeded[1]
-        done = Done(pending.tool, identity, pending.token, key.identity, outcome, empty, progress)
+        done = Done(
+            pending.tool, identity, pending.token, key.identity, key.outcome, empty, progress
+        )
         try:
             self._counts.record(done)
         except StoreError as e:

@@ -7,17 +7,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from loopwatch.core.declarations import ToolDeclaration, declaration_toml, toml_string
-from loopwatch.core.suggest import (
+from loopwatch.core.effects import (
     ACTION_PARAMETER,
+    READ,
+    annotated_effect,
+    inferred_effect,
+    sends_text,
+    words,
+)
+from loopwatch.core.suggest import (
     IN_NAMED,
     IN_SENT,
     OUT_NAMED,
     FieldChoice,
+    effect_toml,
     identity_of,
     result_of_schema,
-    sends_text,
     suggestion_toml,
-    words,
 )
 from loopwatch.guards.sources import ToolInfo
 
@@ -102,20 +108,38 @@ def action_values(tool: ToolInfo) -> tuple[str, ...]:
     return tuple(v for v in enum if isinstance(v, str)) if isinstance(enum, list) else ()
 
 
+def tool_effect(tool: ToolInfo) -> tuple[str, str] | None:
+    """``(effect, why)`` of a tool from its definition: its MCP annotations, else its name; None
+    for a multi-action tool one of whose actions writes (each call is read by its action)."""
+    d = tool.definition
+    annotations = d.get("annotations") if d is not None else None
+    if isinstance(annotations, Mapping):
+        found = annotated_effect(annotations)
+        if found is not None:
+            return found
+    if any(inferred_effect(a)[0] != READ for a in action_values(tool)):
+        return None
+    return inferred_effect(tool.name)
+
+
 def suggestion_lines(tool: ToolInfo, declaration: ToolDeclaration | None) -> list[str]:
     """The ``[tools.NAME]`` table of one tool with parameters, its review note first."""
     params = tool.parameters
+    effect = None if declaration is not None and declaration.effect else tool_effect(tool)
     if declaration is None or declaration.identity is None:
         choices = choices_from_names(params, tool.name, action_values(tool))
         note = f"{REVIEW} suggested from the parameter names"
         result = result_of_schema(_schema(tool, "outputSchema", "output_schema"))
         if declaration is not None and declaration.result is not None:
             result = None  # declared already: written below with the rest of the declaration
-        lines = suggestion_toml(tool.name, choices, result, (note,))
+        lines = suggestion_toml(tool.name, choices, result, (note,), effect)
     else:
         table, *body = declaration_toml(tool.name, declaration.identity, params)
-        lines = [table, f"{REVIEW} identity as declared already ({tool.source})", *body]
+        lines = [table, f"{REVIEW} identity as declared already ({tool.source})"]
+        lines += [effect_toml(*effect)] if effect is not None else []
+        lines += body
     for name in (
+        "effect",
         "result",
         "loop_threshold",
         "no_rows_threshold",
@@ -135,7 +159,9 @@ def starter_toml(
         f"# loopwatch.toml written by `loopwatch check-tools --init` from {' '.join(sources)}.",
         "# Each identity is a suggestion: the parameters that decide what a call does (which",
         "# customer, which order), never free text the model rewords, except the text a tool",
-        "# sends, posts or writes (distinct texts are distinct effects). Each field's comment",
+        "# sends, posts or writes (distinct texts are distinct effects). effect says whether a",
+        '# call changes something ("write": its repeats never make progress, and a second',
+        "# success on one identity is a duplicate side effect) or only reads. Each field's comment",
         "# says why it is in or out; a field left out is a commented-out entry. Review every",
         '# table marked "review", then run `loopwatch check-tools` in CI. identity = "*" keys a',
         "# call on all its arguments; reviewed_parameters is what the identity was judged against.",

@@ -14,6 +14,7 @@ CIRCUIT_OPEN = "circuit_open"
 STORE_UNAVAILABLE = "store_unavailable"
 STORE_UNCHECKED = "store_unchecked"  # run unchecked: the store could not be reached
 IN_FLIGHT = "in_flight"  # identical calls still running when the next one came
+WRITTEN = "written"  # a write's successes: each did it again
 
 # What the repeated attempts mean, and what the model should do instead. Honest above all: a
 # timeout is not a failure, the write may have gone through, so the model must not say it failed.
@@ -69,6 +70,10 @@ _WHY = {
         "returned nothing each time",
         "Do not call it again. Tell the user nothing was found.",
     ),
+    WRITTEN: (
+        "already succeeded, and each call does it again",
+        "Do not call it again: it is done. Tell the user what the first call did.",
+    ),
 }
 
 
@@ -96,13 +101,20 @@ def _fields(identity: tuple[str, ...] | None) -> str:
 
 
 def repeat_stop(
-    tool: str, error_class: str, outcome: str, attempts: int, identity: tuple[str, ...] | None
+    tool: str,
+    error_class: str,
+    outcome: str,
+    attempts: int,
+    identity: tuple[str, ...] | None,
+    write: bool = False,
 ) -> TerminalResult:
-    """The key (tool, identity, outcome) has used its attempts."""
-    why, what = (
-        _WHY.get(EMPTY if error_class == OK and outcome == EMPTY else error_class)
-        or (_WHY["tool_error"])
-    )
+    """The key (tool, identity, outcome) has used its attempts (``write``: a write's
+    successes, each a side effect)."""
+    if error_class == OK:
+        reason = WRITTEN if write else EMPTY if outcome == EMPTY else OK
+    else:
+        reason = error_class
+    why, what = _WHY.get(reason) or _WHY["tool_error"]
     message = (
         f"STOPPED by loopwatch: {tool} was not run again. The last {attempts} attempts with "
         f"{_fields(identity)} {why}. {what}"

@@ -12,12 +12,20 @@ from typing import Any, TextIO
 
 from loopwatch.core.sink import Sink
 from loopwatch.core.span_view import trace_hex
-from loopwatch.core.summary import FAILING, NO_ROWS, REPEAT, SAME_RESULT, TurnSummary
+from loopwatch.core.summary import (
+    DUPLICATE,
+    FAILING,
+    NO_ROWS,
+    REPEAT,
+    SAME_RESULT,
+    TurnSummary,
+)
 
 WORST_KEPT = 10
 # The kinds of loop, in the order reports list them, each with what it means in a few words.
 LOOP_KINDS = (
     (REPEAT, "one attempt key tried again without progress"),
+    (DUPLICATE, "a write that succeeded again on one identity: its side effect twice"),
     (NO_ROWS, "consecutive empty results"),
     (SAME_RESULT, "reworded calls that got the same data back"),
     (FAILING, "consecutive failures of one class, whatever the arguments"),

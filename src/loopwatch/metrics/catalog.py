@@ -15,7 +15,7 @@ from loopwatch.core.assembler import DROP_REASONS, EVICT_REASONS
 from loopwatch.core.config import Config
 from loopwatch.core.outcomes import ERROR_CLASSES, OK
 from loopwatch.core.records import GUARD_DECISIONS, MALFORMED_REASONS, SPAN_KINDS
-from loopwatch.core.summary import FAILING, NO_ROWS, REPEAT, SAME_RESULT
+from loopwatch.core.summary import DUPLICATE, FAILING, NO_ROWS, REPEAT, SAME_RESULT
 
 PREFIX = "loopwatch_"
 ATTEMPT_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 64)
@@ -35,7 +35,7 @@ CHANGE = "change marker"
 HEALTH = "self-health"
 
 ERROR_CLASS_VALUES = (*ERROR_CLASSES, OK)
-LOOP_KINDS = (REPEAT, NO_ROWS, SAME_RESULT, FAILING)
+LOOP_KINDS = (REPEAT, DUPLICATE, NO_ROWS, SAME_RESULT, FAILING)
 DECISION_VALUES = (*sorted(GUARD_DECISIONS), OTHER)  # an unknown decision is read as other
 TOKEN_TYPES = ("input", "output", "unsplit")
 
@@ -140,12 +140,14 @@ TURNS = Metric(
 LOOPS = Metric(
     "loopwatch_loops_total",
     "counter",
-    "Turns in which this tool looped, by error class and kind (repeat, no_rows, same_result, "
-    "failing).",
+    "Turns in which this tool looped, by error class and kind (repeat, duplicate, no_rows, "
+    "same_result, failing).",
     (*TURN_LABELS, "tool", "error_class", "kind"),
     values={"error_class": ERROR_CLASS_VALUES, "kind": LOOP_KINDS},
     section=PER_TURN,
-    note="repeat: a key's attempts without progress reached the loop threshold; no_rows: a "
+    note="repeat: a key's attempts without progress reached the loop threshold; duplicate: a "
+    "write succeeded again on an identity that had already succeeded in the turn (error_class "
+    '"ok": the side effect happened twice); no_rows: a '
     'no-rows streak reached its threshold (error_class "ok"); same_result: a same-result '
     'streak over more than one key reached its threshold (error_class "ok"); failing: a '
     "failing streak over more than one key reached its threshold (the error class of its "
@@ -303,7 +305,8 @@ MESSAGES_MALFORMED = Metric(
 CALLS_KEYED_BY_INFERENCE = Metric(
     "loopwatch_calls_keyed_by_inference_total",
     "counter",
-    "Failed calls of tools with no identity declaration, keyed on their arguments minus free text.",
+    "Calls of tools with no identity declaration keyed on a guess: failed calls on their "
+    "arguments minus free text, successful writes on their arguments minus prose.",
     ("service", "tool"),
     section=PER_TURN,
     note="No agent or model label; see Configuration.",

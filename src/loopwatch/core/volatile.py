@@ -1,0 +1,99 @@
+"""Volatile values: what changes on every answer without being news. Results are compared
+without them, for progress and for the same-result streak alike (core.fingerprint).
+
+Left out (each replaced by ``~``, so what stands around it still counts):
+
+- the string or number value of a JSON key that names an id, a session, a process, a run, a
+  receipt, a clock, a duration or a working directory, in any spelling: ``id``, ``uuid``,
+  ``pid``, ``ts``, ``took``, ``cwd``, ``etag``, ``nonce``, ``time``, ``timestamp``; any key
+  ending ``_id``/``Id``/``ID``, ``_uuid``, ``_pid``/``Pid``, ``_at``/``At``, ``_ms``/``Ms``,
+  ``_ts``, ``_time``/``Time``; any key starting ``session``, ``elapsed``, ``duration``,
+  ``latency`` or ``receipt`` (``x-request-id``, ``trace_id``, ``runId``, ``checkedAt`` too);
+- anywhere, in JSON and text alike: date-times (``2026-03-02T10:00:03Z``, ``2026/03/02 10:00``)
+  and clock times with seconds (``12:00:03``); UUIDs; hex of 16 digits or more, and of 8 to 15
+  that mixes digits and letters; prefixed counters (``msg_8f3a``, ``sess-41``, ``req-7``,
+  ``chatcmpl-9xQ``, and any ``word_`` followed by 8 or more letters and digits with a digit
+  among them); epoch seconds and milliseconds (10 or 13 digits from ``1``); the value after
+  ``request id``, ``trace id``, ``correlation id`` or ``pid`` (``pid 4312``, ``PID: 4312``);
+  a number with a unit of time (``took 0.4s``, ``(12 ms)``, ``3 seconds``).
+
+What remains is what progress is read from: a percentage that moves, a state that changes, rows
+that differ, a log that grows. Every rule is a regular expression run once over the text, each
+only after a cheap scan finds it may apply: linear in the text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+PLACEHOLDER: Final = "~"
+_KEEP_FIRST: Final = r"\1~"
+
+# A JSON scalar: a string or a number (a list or an object under a volatile key is kept).
+_SCALAR: Final = r'(?:"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)'
+_VOLATILE_KEYS: Final = re.compile(
+    r"((?:"
+    r'"(?i:id|uuid|guid|uid|pid|ppid|ts|took|cwd|etag|nonce|time|timestamp|workdir'
+    r"|working[_-]?dir(?:ectory)?)"
+    r'|"(?i:session|elapsed|duration|latency|receipt)[^"\\]{0,64}'
+    r'|"(?i:x[_-]?)?(?i:request|trace|span|correlation)[_-]?(?i:id)'
+    r"|(?:_id|-id|Id|ID|_uuid|Uuid|_pid|Pid|_at|At|_ms|Ms|_ts|_time|Time|_timestamp|Timestamp)"
+    r')"\s*:\s*)' + _SCALAR
+)
+_DATE_TIMES: Final = re.compile(
+    r"\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?"
+    r"|(?<!\d)\d{1,2}:\d\d:\d\d(?:[.,]\d+)?(?!\d)"
+)
+# a date-time holds one of these (each starts with a literal: a fast scan)
+_DATE_GATE: Final = re.compile(r"[-/]\d\d[T ]\d\d:")
+_CLOCK_GATE: Final = re.compile(r":\d\d:\d\d")
+_UUIDS: Final = re.compile(
+    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+)
+_UUID_GATE: Final = re.compile(r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-")
+# long hex, or shorter hex that mixes digits and letters (a short hash, not a count or a word)
+_HEX: Final = re.compile(
+    r"(?<![0-9A-Za-z_])(?:[0-9a-fA-F]{16,}"
+    r"|(?=[0-9a-fA-F]{0,14}[a-fA-F])(?=[0-9a-fA-F]{0,14}[0-9])[0-9a-fA-F]{8,15})(?![0-9A-Za-z_])"
+)
+_PREFIXED: Final = re.compile(
+    r"(?<![\w-])(?:(?i:msg|message|sess|session|req|request|run|evt|event|txn|tx|call|resp"
+    r"|chatcmpl|toolu|job|task|trace|span|op|conv|thread|item|conn|ws)[_-][0-9A-Za-z]*\d"
+    r"[0-9A-Za-z]*|[A-Za-z]{1,12}_(?=[0-9A-Za-z]{0,63}\d)[0-9A-Za-z]{8,64})(?![\w-])"
+)
+_EPOCHS: Final = re.compile(r"(?<![\w.])1\d{9}(?:\d{3})?(?:\.\d+)?(?![\w.])")
+_NAMED_IDS: Final = re.compile(
+    r"\b((?i:(?:request|trace|correlation)[ _-]?id|pid)\b[\s:=#\"']{0,3})[\w.-]+"
+)
+_NAMED_ID_WORDS: Final = ("request", "trace", "correlation", "pid")
+# a number with a unit of time: a duration (the 1990s too, which is rarely what a poll shows)
+_DURATIONS: Final = re.compile(
+    r"(?<![\w.])[0-9]+(?:\.[0-9]+)? ?(?:ns|us|µs|ms|s|sec|secs|seconds)\b"
+)
+_DIGIT: Final = re.compile(r"\d")
+
+
+def _sub(pattern: re.Pattern[str], replacement: str, text: str) -> str:
+    # a search first: a sub that finds nothing still builds a new string
+    return pattern.sub(replacement, text) if pattern.search(text) is not None else text
+
+
+def without_volatile(text: str) -> str:
+    """``text`` (canonical JSON or any text) with every volatile value replaced by ``~`` (the
+    module's rules)."""
+    if '"' in text:
+        text = _sub(_VOLATILE_KEYS, _KEEP_FIRST, text)
+    if _DIGIT.search(text) is None:
+        return text  # every value rule below needs a digit
+    if _DATE_GATE.search(text) is not None or _CLOCK_GATE.search(text) is not None:
+        text = _DATE_TIMES.sub(PLACEHOLDER, text)
+    if _UUID_GATE.search(text) is not None:
+        text = _UUIDS.sub(PLACEHOLDER, text)
+    text = _sub(_HEX, PLACEHOLDER, text)
+    text = _sub(_PREFIXED, PLACEHOLDER, text)
+    text = _sub(_EPOCHS, PLACEHOLDER, text)
+    low = text.lower()
+    if any(word in low for word in _NAMED_ID_WORDS):
+        text = _sub(_NAMED_IDS, _KEEP_FIRST, text)
+    return _sub(_DURATIONS, PLACEHOLDER, text)
