@@ -179,13 +179,13 @@ def _spoken(duration: str) -> str:
 
 
 def loop_alerts() -> list[Rule]:
-    severe, no_rows, same_result, failing = _event_alerts()
-    return [severe, _p99_alert(), *_change_alerts(), no_rows, same_result, failing]
+    severe, duplicate, no_rows, same_result, failing = _event_alerts()
+    return [severe, duplicate, _p99_alert(), *_change_alerts(), no_rows, same_result, failing]
 
 
 def _event_alerts() -> list[Rule]:
-    """A single turn past a threshold: the severe loop and the no-rows, same-result and
-    failing streaks."""
+    """A single turn past a threshold: the severe loop, a duplicate side effect, and the
+    no-rows, same-result and failing streaks."""
     severe, no_rows = c.SEVERE_THRESHOLD, c.NO_ROWS_THRESHOLD
     same_result, failing = c.SAME_RESULT_THRESHOLD, c.FAILING_THRESHOLD
     window, last = c.EVENT_WINDOW, _spoken(c.EVENT_WINDOW)
@@ -199,6 +199,18 @@ def _event_alerts() -> list[Rule]:
             f"Tool {{{{ $labels.tool }}}} reached {severe} or more attempts on one attempt key "
             "in a turn of agent {{ $labels.agent }} (model {{ $labels.model }}, service "
             f"{{{{ $labels.service }}}}) in the last {last}.",
+        ),
+        _alert(
+            "LoopwatchDuplicateSideEffect",
+            _loop_event("duplicate", window),
+            c.EVENT_FOR,
+            "critical",
+            "A write succeeded twice or more on one identity within one turn: its side effect "
+            "happened again.",
+            "Tool {{ $labels.tool }} (a write) succeeded again on an identity that had already "
+            "succeeded, in a turn of agent {{ $labels.agent }} (model {{ $labels.model }}, "
+            f"service {{{{ $labels.service }}}}) in the last {last}: a duplicate ticket, "
+            "payment, message or booking.",
         ),
         _alert(
             "LoopwatchNoRowsStreak",

@@ -269,7 +269,27 @@ def _by_tool(layout: Layout) -> None:
     layout.row("By tool")
     for panel in (_looping_tools(), _tool_percentiles(), _calls_by_class(), _duplicates()):
         layout.add(panel, 12, 8)
-    layout.add(_loop_tokens(), 24, 8)
+    layout.add(_duplicate_side_effects(), 12, 8)
+    layout.add(_loop_tokens(), 12, 8)
+
+
+def _duplicate_side_effects() -> timeseries.Panel:
+    return ts(
+        "Duplicate side effects by tool",
+        "Turns per second in which a write (a tool that creates, sends, books, pays, "
+        "refunds, deletes...: declared effect = \"write\", an MCP tool not marked read-only, "
+        "or a verb of its name) succeeded again on an identity that had already succeeded in "
+        "the same turn: the side effect happened twice (two tickets, two refunds, two "
+        "messages). A write's answer is never read as progress, so a fresh ticket id does not "
+        "hide it. Healthy is zero; any line here is money or trust lost.",
+        "short",
+        [
+            Query(
+                f'sum by (tool) (rate({LOOPS.name}{{{T},kind="duplicate"}}[{RATE}])) > 0',
+                legend="{{tool}}",
+            )
+        ],
+    )
 
 
 def _loop_tokens() -> table.Panel:
@@ -300,7 +320,8 @@ def _looping_tools() -> table.Panel:
         "Which tools loop, with which error class",
         "Turns in the selected range in which this tool looped, by error class and kind. "
         "kind=repeat: one attempt key tried again and again without progress (a timeout "
-        "retried with reworded arguments, a poll whose answer never changes); no_rows: "
+        "retried with reworded arguments, a poll whose answer never changes); duplicate: a "
+        "write that succeeded again on one identity (its side effect twice); no_rows: "
         "consecutive empty results; same_result: consecutive reworded calls that got the same "
         "data back; failing: consecutive failures of one error class whatever the arguments "
         "(a tool the agent does not have, a backend that is down). The top row is where to "

@@ -7,7 +7,9 @@ wraps ``mcp.ClientSession.call_tool`` (mcp 1.x and 2.x) in a span of the MCP con
 ``mcp.method.name``, the arguments and result under the same content switch as
 ``@loopwatch.tool`` (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``), and
 ``error.type=tool_error`` with status ERROR for an ``isError`` result. The SDK's own span is
-then nested in it, and the two are read as one call. Nothing here raises into the application.
+then nested in it, and the two are read as one call. ``ClientSession.list_tools`` is wrapped
+too: each listed tool's MCP annotations tell loopwatch its effect (core.effects). Nothing here
+raises into the application.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from opentelemetry.trace import Status, StatusCode
 
 from loopwatch.attach import own_spans
+from loopwatch.core.effects import learn_tool_list
 
 log = logging.getLogger("loopwatch")
 
@@ -36,11 +39,31 @@ def instrument_mcp() -> bool:
         from mcp import ClientSession
     except ImportError:
         return False
+    listing = ClientSession.list_tools
+    if not getattr(listing, _MARK, False):
+        ClientSession.list_tools = _learning(listing)  # type: ignore[method-assign]
     original = ClientSession.call_tool
     if getattr(original, _MARK, False) or _openllmetry_records_mcp():
         return False
     ClientSession.call_tool = _traced(original)  # type: ignore[method-assign]
     return True
+
+
+def _learning(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    async def list_tools(self: Any, *args: Any, **kw: Any) -> Any:
+        result = await original(self, *args, **kw)
+        try:
+            tools = getattr(result, "tools", None) or []
+            learn_tool_list(
+                t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools
+            )
+        except Exception as e:
+            log.debug("loopwatch: could not read an MCP tool list: %s", e)
+        return result
+
+    setattr(list_tools, _MARK, True)
+    return list_tools
 
 
 def _openllmetry_records_mcp() -> bool:

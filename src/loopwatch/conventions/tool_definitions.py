@@ -1,6 +1,7 @@
 """The tools' versions from the tool definitions a model call carries: tool name -> short hash
 of its description (GenAI ``gen_ai.tool.definitions``, pydantic-ai's request parameters,
-OpenInference ``llm.tools.N.tool.json_schema``)."""
+OpenInference ``llm.tools.N.tool.json_schema``). Definitions that carry MCP ``annotations``
+also tell each tool's effect (core.effects)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any, Final
 
 from loopwatch.conventions.genai import GENAI
 from loopwatch.conventions.payloads import parse_text
+from loopwatch.core.effects import learn_tool_list
 from loopwatch.core.identity import short_hash
 
 # An agent sends the same tool definitions with every model call: their hashes are kept, keyed
@@ -56,6 +58,7 @@ def _read_tool_versions(attrs: Mapping[str, Any]) -> tuple[tuple[str, str], ...]
             break
         definitions.append(parse_text(raw) if isinstance(raw, str) else raw)
         index += 1
+    learn_tool_list(definitions)
     for d in definitions:
         if not isinstance(d, dict):
             continue

@@ -34,6 +34,7 @@ from loopwatch.attach import own_spans
 from loopwatch.attach.instrument import instrument
 from loopwatch.core.config import Config, ConfigError, load_config
 from loopwatch.core.declarations import DeclarationError
+from loopwatch.core.effects import learn_tool_list
 from loopwatch.guards.arbiter import Admitted, IdempotencyArbiter, Replay
 from loopwatch.guards.breaker import BreakerTurn, LoopBreaker, Pending
 from loopwatch.guards.stores import StoreError
@@ -108,8 +109,10 @@ class Guard:
         self._listings[_id_key(request_id)] = None
 
     def _learn(self, tools: list[Any]) -> None:
-        """Declarations from the ``x-loopwatch`` of the server's tool schemas; the file's
-        declarations are merged under them, as everywhere else."""
+        """Declarations from the ``x-loopwatch`` of the server's tool schemas (the file's
+        declarations are merged under them, as everywhere else), and each tool's effect from
+        its MCP annotations."""
+        learn_tool_list(tools)
         try:
             config = self.config.with_tool_definitions(tools)
         except DeclarationError as e:
