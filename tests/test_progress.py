@@ -531,6 +531,20 @@ def test_the_same_data_for_other_targets_is_no_streak() -> None:
     p.close()
 
 
+def _one_order_again() -> list[Raw]:
+    """Four reworded tickets for one order, each answered with a new ticket id: a write done
+    four times."""
+    notes = ("Refund missing", "Refund still missing", "Customer chasing refund", "Refund?")
+    return [
+        Raw(
+            "create_ticket",
+            {"customer_id": "c_40912", "order_id": "88214", "summary": note},
+            text({"ticket_id": f"T-{4101 + i}"}),
+        )
+        for i, note in enumerate(notes)
+    ]
+
+
 def _bulk(answer: Any) -> list[Raw]:
     return [
         Raw(
@@ -612,16 +626,23 @@ def test_replay_and_compare_report_each_kind_of_loop(
     from loopwatch.cli import main
 
     healthy = [_growing_polls(), _bulk(lambda i: {"ticket_id": f"T-{i}"})]
-    looping = [*healthy, _unknown_tool_calls(), _searches(), _unchanged_polls(), GREPS]
+    looping = [
+        *healthy,
+        _unknown_tool_calls(),
+        _searches(),
+        _unchanged_polls(),
+        GREPS,
+        _one_order_again(),
+    ]
     base = _stored(tmp_path / "base.json", healthy * 3)
     cand = _stored(tmp_path / "cand.json", looping)
     assert main(["replay", str(cand), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["turns"] == 6
-    assert report["turns_with_a_loop"] == 4
+    assert report["turns"] == 7
+    assert report["turns_with_a_loop"] == 5
     assert report["turns_with_a_loop_by_kind"] == {
         "repeat": 1,
-        "duplicate": 0,
+        "duplicate": 1,
         "no_rows": 1,
         "same_result": 1,
         "failing": 1,
@@ -632,11 +653,12 @@ def test_replay_and_compare_report_each_kind_of_loop(
         ("search_kb", "ok", "same_result"): 1,
         ("process", "ok", "repeat"): 1,
         ("grep", "ok", "no_rows"): 1,
+        ("create_ticket", "ok", "duplicate"): 1,
     }
     assert main(["replay", str(cand)]) == 0
     text_report = capsys.readouterr().out
     assert (
-        "turns with a loop     repeat 1, duplicate 0, no_rows 1, same_result 1, failing 1\n"
+        "turns with a loop     repeat 1, duplicate 1, no_rows 1, same_result 1, failing 1\n"
         in text_report
     )
     assert "    failing      consecutive failures of one class, whatever the arguments\n" in (
@@ -645,13 +667,10 @@ def test_replay_and_compare_report_each_kind_of_loop(
     # one turn of each is too few to be a significant regression: exit 0, every kind named
     assert main(["compare", str(base), str(cand), "--markdown", "-"]) == 0
     out = capsys.readouterr().out
-    assert (
-        "  baseline turns with a loop:  repeat 0, duplicate 0, no_rows 0, same_result 0, failing 0\n"
-        in out
-    )
-    assert (
-        "  candidate turns with a loop: repeat 1, duplicate 0, no_rows 1, same_result 1, failing 1\n"
-        in out
-    )
+    counts = "repeat {}, duplicate {}, no_rows {}, same_result {}, failing {}\n"
+    assert "  baseline turns with a loop:  " + counts.format(0, 0, 0, 0, 0) in out
+    assert "  candidate turns with a loop: " + counts.format(1, 1, 1, 1, 1) in out
+    duplicate = "a write that succeeded again on one identity: its side effect twice"
+    assert f"| duplicate | {duplicate} | 0 | 1 |" in out
     assert "| failing | consecutive failures of one class, whatever the arguments | 0 | 1 |" in out
     assert "| support | `lookup_invoice` | not_found | failing | 0/" in out
