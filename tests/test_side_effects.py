@@ -6,7 +6,6 @@ breaker counts a write's successes as attempts, as the monitor does."""
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from typing import Any
 
@@ -16,34 +15,10 @@ from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.core.effects import IDEMPOTENT_WRITE, READ, WRITE, effect_of, written_arguments
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
-from loopwatch.demo.scenarios import Call, Turn, fourteen_tickets
+from loopwatch.demo.scenarios import Call, Turn, five_bookings, fourteen_tickets
 from loopwatch.guards.breaker import LoopBreaker
 from loopwatch.guards.terminal import TerminalResult
 from tests.support.helpers import Pipeline, S
-
-ROOM = {"room": "4B", "start": "2026-03-02T10:00"}
-TITLES = (
-    "Planning sync for the Q2 launch with design",
-    "Q2 launch planning sync with the design team",
-    "Design and launch planning meeting for Q2",
-    "Sync with design on the Q2 launch plan",
-    "Q2 launch plan review together with design",
-)
-
-
-def _bookings() -> Turn:
-    """book_meeting five times for one room and hour, the title reworded, each answered with
-    a new booking id: five meetings booked."""
-    calls = tuple(
-        Call(
-            "book_meeting",
-            {**ROOM, "title": title},
-            300,
-            result={"booking_id": f"BK-{9000 + i}", "status": "confirmed", "room": "4B"},
-        )
-        for i, title in enumerate(TITLES)
-    )
-    return Turn("office", "gpt-4.1", calls)
 
 
 def _refunds() -> Turn:
@@ -96,9 +71,7 @@ def _build_polls(positions: list[int], states: list[str]) -> Turn:
 
 
 def _shell(outputs: list[str]) -> Turn:
-    calls = tuple(
-        Call("run_command", {"cmd": "make test"}, 900, result=out) for out in outputs
-    )
+    calls = tuple(Call("run_command", {"cmd": "make test"}, 900, result=out) for out in outputs)
     return Turn("coder", "gpt-4.1", calls)
 
 
@@ -130,7 +103,7 @@ DECLARED = Config(
 
 @pytest.mark.parametrize("convention", CONVENTIONS)
 @pytest.mark.parametrize("config", [Config(), DECLARED], ids=["undeclared", "declared"])
-@pytest.mark.parametrize("make", [_bookings, _refunds], ids=["book_meeting", "refund_payment"])
+@pytest.mark.parametrize("make", [five_bookings, _refunds], ids=["book_meeting", "refund_payment"])
 def test_a_write_that_succeeds_again_is_a_duplicate(
     make: Any, config: Config, convention: str
 ) -> None:
@@ -147,17 +120,21 @@ def test_a_write_that_succeeds_again_is_a_duplicate(
     p.processor.shutdown()
 
 
-@pytest.mark.parametrize("make", [_bookings, _refunds], ids=["book_meeting", "refund_payment"])
+@pytest.mark.parametrize("make", [five_bookings, _refunds], ids=["book_meeting", "refund_payment"])
 @pytest.mark.parametrize("cap", [2, 1])
 def test_the_breaker_counts_a_writes_successes_as_attempts(make: Any, cap: int) -> None:
     """cap 2 lets three calls of a key run (the seed's rule: three tickets, the fourth stopped);
     cap 1 lets two, so calls 3 to 5 of five are stopped."""
     turn = make()
     ran: list[int] = []
+
+    def run(i: int, call: Call) -> Any:
+        ran.append(i)
+        return call.result
+
     with LoopBreaker(Config(), cap=cap).turn() as guard:
         answers = [
-            guard.call(c.tool, c.arguments, partial(lambda i, c: ran.append(i) or c.result, i, c))
-            for i, c in enumerate(turn.calls)
+            guard.call(c.tool, c.arguments, partial(run, i, c)) for i, c in enumerate(turn.calls)
         ]
     stopped = [i + 1 for i, a in enumerate(answers) if isinstance(a, TerminalResult)]
     assert stopped == list(range(cap + 2, 6))
@@ -200,7 +177,7 @@ def test_a_bulk_of_writes_never_loops(convention: str) -> None:
 def test_a_declared_effect_wins_over_the_name() -> None:
     # book_meeting declared a read: its fresh booking ids are progress, as for any read
     as_read = Config(tools={"book_meeting": ToolDeclaration(effect="read")})
-    p = _run(_bookings(), "genai", as_read)
+    p = _run(five_bookings(), "genai", as_read)
     assert p.value("loopwatch_turn_max_attempts_sum") == 1
     assert _loops(p) == {}
     p.processor.shutdown()
@@ -334,31 +311,32 @@ def test_an_idempotent_write_repeats_but_is_no_duplicate() -> None:
         forget_learned()
 
 
-def test_volatile_values_are_one_function() -> None:
-    from loopwatch.core.volatile import without_volatile
+def test_volatile_values_are_one_rule() -> None:
+    from loopwatch.core.identity import canonical_json
+    from loopwatch.core.volatile import without_volatile, without_volatile_keys
 
-    doc = json.dumps(
-        {
-            "id": 1,
-            "message_id": "m-1",
-            "runId": "r",
-            "pid": 7,
-            "session": "s",
-            "created_at": "x",
-            "updatedAt": "y",
-            "ts": 1,
-            "elapsed_ms": 4,
-            "latencyMs": 4,
-            "took": 3,
-            "cwd": "/tmp/a",
-            "state": "running",
-        },
-        sort_keys=True,
-        separators=(",", ":"),
-    )
-    assert without_volatile(doc) == (
-        '{"created_at":~,"cwd":~,"elapsed_ms":~,"id":~,"latencyMs":~,"message_id":~,"pid":~,'
-        '"runId":~,"session":~,"state":"running","took":~,"ts":~,"updatedAt":~}'
+    answer = {
+        "id": 1,
+        "message_id": "m-1",
+        "runId": "r",
+        "pid": 7,
+        "session": "s",
+        "created_at": "x",
+        "updatedAt": "y",
+        "ts": 1,
+        "elapsed_ms": 4,
+        "latencyMs": 4,
+        "took": 3,
+        "cwd": "/tmp/a",
+        "state": "running",
+        "job": {"requestId": "q", "percent": 45},
+        "rows": [{"id": 1, "name": "boots"}, {"id": 2, "name": "laces"}],
+    }
+    assert canonical_json(without_volatile_keys(answer)) == (
+        '{"created_at":"~","cwd":"~","elapsed_ms":"~","id":"~","job":{"percent":45,'
+        '"requestId":"~"},"latencyMs":"~","message_id":"~","pid":"~","rows":[{"id":1,'
+        '"name":"boots"},{"id":2,"name":"laces"}],"runId":"~","session":"~","state":"running",'
+        '"took":"~","ts":"~","updatedAt":"~"}'
     )
     text = (
         "msg_8f3a sess-41 1764600000 1764600000123 3f2a1b4c-1234-4abc-8def-0123456789ab "

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from loopwatch.core.identity import FREE_TEXT_CHARS
+from loopwatch.core.identity import FREE_TEXT_CHARS, WHITESPACE
 
 READ: Final = "read"
 WRITE: Final = "write"
@@ -76,7 +76,6 @@ _WORD_CHARS: Final = 200
 # Tools whose effect is remembered (annotations learned, names inferred); past it, the
 # inferred cache starts again and annotations of further tools are not kept.
 MAX_TOOLS: Final = 4096
-_WHITESPACE: Final = re.compile(r"\s")
 
 
 def words(name: str) -> list[str]:
@@ -204,7 +203,7 @@ def is_prose(name: str, value: Any) -> bool:
         return False
     if len(value) > FREE_TEXT_CHARS or any(w in PROSE_WORDS for w in words(name)):
         return True
-    if _WHITESPACE.search(value) is None:
+    if WHITESPACE.search(value) is None:
         return False
     return len(value) > NAME_CHARS or len(value.split()) > NAME_WORDS
 

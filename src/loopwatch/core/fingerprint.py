@@ -12,11 +12,12 @@ is walked without recursion.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any, Final
 
 from loopwatch.core.identity import canonical_json, short_hash
-from loopwatch.core.volatile import without_volatile
+from loopwatch.core.volatile import without_volatile, without_volatile_keys
 
 # Characters of a result normalized and hashed (the whole length is hashed too).
 MAX_HASHED_CHARS: Final = 64 * 1024
@@ -51,6 +52,8 @@ def result_text(value: Any) -> tuple[str, bool]:
 
 def _head(value: Any) -> tuple[str, int]:
     """``(normalized head, whole length)`` of a result's text; never raises."""
+    with contextlib.suppress(Exception):  # a mapping changed while read: compared whole
+        value = without_volatile_keys(value)
     text, _ = result_text(value)
     try:
         return normalized(text), len(text)

@@ -19,8 +19,8 @@ WHOLE_ARGUMENTS_FIELDS: Final = (WHOLE_ARGUMENTS,)
 FREE_TEXT_CHARS: Final = 64
 # Nesting read for free text; deeper values are kept whole (bounded work on hostile input).
 _FREE_TEXT_DEPTH: Final = 8
-_WHITESPACE: Final = re.compile(r"\s")
-_has_whitespace: Final = _WHITESPACE.search
+WHITESPACE: Final = re.compile(r"\s")
+_has_whitespace: Final = WHITESPACE.search
 # isinstance's type tuples, built once (``dict | list`` builds a new union on every call)
 _CONTAINERS: Final = (dict, list)
 

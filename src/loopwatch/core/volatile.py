@@ -3,12 +3,13 @@ without them, for progress and for the same-result streak alike (core.fingerprin
 
 Left out (each replaced by ``~``, so what stands around it still counts):
 
-- the string or number value of a JSON key that names an id, a session, a process, a run, a
+- the string or number value of a key that names an id, a session, a process, a run, a
   receipt, a clock, a duration or a working directory, in any spelling: ``id``, ``uuid``,
   ``pid``, ``ts``, ``took``, ``cwd``, ``etag``, ``nonce``, ``time``, ``timestamp``; any key
   ending ``_id``/``Id``/``ID``, ``_uuid``, ``_pid``/``Pid``, ``_at``/``At``, ``_ms``/``Ms``,
   ``_ts``, ``_time``/``Time``; any key starting ``session``, ``elapsed``, ``duration``,
-  ``latency`` or ``receipt`` (``x-request-id``, ``trace_id``, ``runId``, ``checkedAt`` too);
+  ``latency`` or ``receipt`` (``x-request-id``, ``trace_id``, ``runId``, ``checkedAt`` too),
+  in a result's mappings but not in the rows of a list (there an id tells rows apart);
 - anywhere, in JSON and text alike: date-times (``2026-03-02T10:00:03Z``, ``2026/03/02 10:00``)
   and clock times with seconds (``12:00:03``); UUIDs; hex of 16 digits or more, and of 8 to 15
   that mixes digits and letters; prefixed counters (``msg_8f3a``, ``sess-41``, ``req-7``,
@@ -19,28 +20,32 @@ Left out (each replaced by ``~``, so what stands around it still counts):
 
 What remains is what progress is read from: a percentage that moves, a state that changes, rows
 that differ, a log that grows. Every rule is a regular expression run once over the text, each
-only after a cheap scan finds it may apply: linear in the text.
+only after a cheap scan finds it may apply: linear in the text. The key rule reads the
+result's mappings before they become text (:func:`without_volatile_keys`).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Any, Final
 
 PLACEHOLDER: Final = "~"
 _KEEP_FIRST: Final = r"\1~"
 
-# A JSON scalar: a string or a number (a list or an object under a volatile key is kept).
-_SCALAR: Final = r'(?:"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)'
-_VOLATILE_KEYS: Final = re.compile(
-    r"((?:"
-    r'"(?i:id|uuid|guid|uid|pid|ppid|ts|took|cwd|etag|nonce|time|timestamp|workdir'
+# Key names whose value is volatile, matched whole (a key is cut at MAX_KEY_CHARS first).
+_VOLATILE_KEY: Final = re.compile(
+    r"\A(?:(?i:id|uuid|guid|uid|pid|ppid|ts|took|cwd|etag|nonce|time|timestamp|workdir"
     r"|working[_-]?dir(?:ectory)?)"
-    r'|"(?i:session|elapsed|duration|latency|receipt)[^"\\]{0,64}'
-    r'|"(?i:x[_-]?)?(?i:request|trace|span|correlation)[_-]?(?i:id)'
-    r"|(?:_id|-id|Id|ID|_uuid|Uuid|_pid|Pid|_at|At|_ms|Ms|_ts|_time|Time|_timestamp|Timestamp)"
-    r')"\s*:\s*)' + _SCALAR
+    r"|(?i:session|elapsed|duration|latency|receipt)[^\n]{0,64}"
+    r"|(?i:x[_-]?)?(?i:request|trace|span|correlation)[_-]?(?i:id)"
+    r"|[^\n]{0,64}?(?:_id|-id|Id|ID|_uuid|Uuid|_pid|Pid|_at|At|_ms|Ms|_ts|_time|Time"
+    r"|_timestamp|Timestamp))\Z"
 )
+MAX_KEY_CHARS: Final = 64
+# Nesting of mappings read for volatile keys; deeper ones are kept whole (bounded work).
+_KEY_DEPTH: Final = 8
+# Key names already judged, bounded: results repeat the same few keys.
+_KEYS_KEPT: Final = 4096
 _DATE_TIMES: Final = re.compile(
     r"\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?"
     r"|(?<!\d)\d{1,2}:\d\d:\d\d(?:[.,]\d+)?(?!\d)"
@@ -72,6 +77,7 @@ _DURATIONS: Final = re.compile(
     r"(?<![\w.])[0-9]+(?:\.[0-9]+)? ?(?:ns|us|µs|ms|s|sec|secs|seconds)\b"
 )
 _DIGIT: Final = re.compile(r"\d")
+_SCALARS: Final = (str, int, float)  # (bool is an int: a flag under a volatile key goes too)
 
 
 def _sub(pattern: re.Pattern[str], replacement: str, text: str) -> str:
@@ -79,11 +85,48 @@ def _sub(pattern: re.Pattern[str], replacement: str, text: str) -> str:
     return pattern.sub(replacement, text) if pattern.search(text) is not None else text
 
 
+class _Keys:
+    """Key names judged volatile or not: the same few, over and over."""
+
+    def __init__(self) -> None:
+        self.judged: dict[str, bool] = {}
+
+    def volatile(self, name: str) -> bool:
+        found = self.judged.get(name)
+        if found is None:
+            found = _VOLATILE_KEY.match(name[:MAX_KEY_CHARS]) is not None
+            if len(self.judged) >= _KEYS_KEPT:
+                self.judged.clear()
+            self.judged[name] = found
+        return found
+
+
+_KEYS: Final = _Keys()
+
+
+def without_volatile_keys(value: Any, depth: int = 0) -> Any:
+    """A mapping with the string or number value of each volatile key replaced by ``~``, in
+    nested mappings too but not inside lists: there an id tells one row from another, and a
+    different row is news. Anything else is returned as it is (so is a mapping with nothing to
+    replace)."""
+    if type(value) is not dict or depth >= _KEY_DEPTH:
+        return value
+    out: dict[Any, Any] = {}
+    changed = False
+    for k, v in value.items():
+        if type(v) is dict:
+            kept = without_volatile_keys(v, depth + 1)
+            changed = changed or kept is not v
+            v = kept
+        elif isinstance(v, _SCALARS) and type(k) is str and _KEYS.volatile(k):
+            v, changed = PLACEHOLDER, True
+        out[k] = v
+    return out if changed else value
+
+
 def without_volatile(text: str) -> str:
     """``text`` (canonical JSON or any text) with every volatile value replaced by ``~`` (the
-    module's rules)."""
-    if '"' in text:
-        text = _sub(_VOLATILE_KEYS, _KEEP_FIRST, text)
+    module's rules but the key rule, which without_volatile_keys applies to the value)."""
     if _DIGIT.search(text) is None:
         return text  # every value rule below needs a digit
     if _DATE_GATE.search(text) is not None or _CLOCK_GATE.search(text) is not None:

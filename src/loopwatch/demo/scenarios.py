@@ -1,5 +1,5 @@
-"""Turns as data: the two incidents (fourteen timed-out tickets for one order, eleven searches
-without rows), healthy traffic, and a model switch."""
+"""Turns as data: the incidents (fourteen timed-out tickets for one order, eleven searches
+without rows, five bookings of one room), healthy traffic, and a model switch."""
 
 from __future__ import annotations
 
@@ -77,6 +77,30 @@ def eleven_empty_searches(model: str = "gpt-4.1", agent: str = "support") -> Tur
     calls = tuple(
         Call("search_orders", {"query": q, "customer_id": "c_40912"}, 800 + 10 * i, result=[])
         for i, q in enumerate(SEARCH_QUERIES)
+    )
+    return Turn(agent, model, calls)
+
+
+MEETING_TITLES = (
+    "Planning sync for the Q2 launch with design",
+    "Q2 launch planning sync with the design team",
+    "Design and launch planning meeting for Q2",
+    "Sync with design on the Q2 launch plan",
+    "Q2 launch plan review together with design",
+)
+
+
+def five_bookings(model: str = "gpt-4.1", agent: str = "office") -> Turn:
+    """Five book_meeting calls for one room and hour, the title reworded, each answered with a
+    new booking id: every call succeeded, and five meetings were booked."""
+    calls = tuple(
+        Call(
+            "book_meeting",
+            {"room": "4B", "start": "2026-03-02T10:00", "title": title},
+            400 + 10 * i,
+            result={"booking_id": f"BK-{9001 + i}", "status": "confirmed"},
+        )
+        for i, title in enumerate(MEETING_TITLES)
     )
     return Turn(agent, model, calls)
 
