@@ -154,3 +154,17 @@ def test_version_and_log_level_in_any_case() -> None:
     add_arguments(parser)
     for level in ("warning", "Error", "DEBUG"):
         assert parser.parse_args(["--log-level", level]).log_level == level.upper()
+
+
+def test_an_unknown_log_level_is_echoed_as_given_with_the_levels(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser = argparse.ArgumentParser(prog="loopwatch serve")
+    add_arguments(parser)
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(["--log-level", "verbose"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "loopwatch serve: error: argument --log-level: 'verbose' is not a log level; "
+        "choose from DEBUG, INFO, WARNING, ERROR"
+    )

@@ -53,7 +53,11 @@ AGENT = "mcp-guard"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="loopwatch.toml to read (default: ./loopwatch.toml)")
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="loopwatch.toml (default: $LOOPWATCH_CONFIG or ./loopwatch.toml)",
+    )
     parser.add_argument(
         "--store",
         help="where the arbiter's keys live: memory, sqlite:///path.db or redis://host:port/db "

@@ -73,6 +73,14 @@ def tune_collector() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
+def log_level(value: str) -> str:
+    """``--log-level``'s value in upper case; argparse's error echoes it as given."""
+    if value.upper() not in LOG_LEVELS:
+        levels = ", ".join(LOG_LEVELS)
+        raise argparse.ArgumentTypeError(f"{value!r} is not a log level; choose from {levels}")
+    return value.upper()
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", metavar="PATH", help="loopwatch.toml (default: $LOOPWATCH_CONFIG, ./)"
@@ -93,7 +101,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"/metrics, /healthz, /readyz (default {Config.metrics_host}:{Config.metrics_port})",
     )
     parser.add_argument(
-        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="any case"
+        "--log-level",
+        default="INFO",
+        type=log_level,
+        metavar="LEVEL",
+        help=f"{', '.join(LOG_LEVELS)}, in any case (default INFO)",
     )
     parser.add_argument(
         "--summary-seconds",
