@@ -73,12 +73,12 @@ def test_one_info_line_per_loop_with_hashes_and_trace_id_only(
     tickets, searches = lines
     assert len(set(re.findall(r"trace_id=([0-9a-f]{32})", "".join(lines)))) == 2  # one per turn
     assert re.fullmatch(
-        r"loopwatch: loop found: tool=create_ticket key=create_ticket/[0-9a-f]{8}/timeout "
+        r"loop found: tool=create_ticket key=create_ticket/[0-9a-f]{8}/timeout "
         r"attempts=14 service=\S+ agent=support trace_id=[0-9a-f]{32}",
         tickets,
     ), tickets
     assert re.fullmatch(
-        r"loopwatch: loop found: tool=search_orders no_rows_streak=11 service=\S+ "
+        r"loop found: tool=search_orders no_rows_streak=11 service=\S+ "
         r"agent=support trace_id=[0-9a-f]{32}",
         searches,
     ), searches

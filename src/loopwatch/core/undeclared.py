@@ -67,7 +67,7 @@ def warn_undeclared(
     if not isinstance(arguments, dict) or not arguments or not _WARNED.first(tool):
         return
     log.warning(
-        "loopwatch: tool %r has no identity declaration, so its failed calls are keyed on their "
+        "tool %r has no identity declaration, so its failed calls are keyed on their "
         "arguments minus free text (a guess) and its successful calls on all arguments. "
         "Review and add to loopwatch.toml to be exact (each field says why it is in or out):\n%s",
         tool[:_MAX_NAME_CHARS],

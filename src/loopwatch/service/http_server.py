@@ -117,7 +117,7 @@ def decode(pipeline: Pipeline, content_type: str, encoding: str, body: bytes, li
     except Overloaded as e:
         return refusal(503, code_pb2.UNAVAILABLE, str(e), content_type, {"Retry-After": "1"})
     except Exception:
-        log.exception("loopwatch: OTLP/HTTP request not decoded")
+        log.exception("OTLP/HTTP request not decoded")
         return refusal(500, code_pb2.INTERNAL, "internal error", content_type)
 
 

@@ -52,20 +52,6 @@ def raise_open_files(needed: int) -> int:
     return soft
 
 
-_CORE_PREFIX = "loopwatch: "
-
-
-class _NamedOnce(logging.Formatter):
-    """The core's messages begin "loopwatch: " for hosts whose format shows no logger name;
-    this format shows it, so the prefix is left out ("INFO loopwatch: loop found: ...")."""
-
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        if record.message.startswith(_CORE_PREFIX):  # only there, never inside a message
-            short = record.message[len(_CORE_PREFIX) :]
-            record = logging.makeLogRecord({**record.__dict__, "message": short})
-        return super().formatMessage(record)
-
-
 def tune_collector() -> None:
     """Freeze what is loaded and collect young objects less often (GC_THRESHOLDS)."""
     gc.collect()
@@ -123,7 +109,7 @@ def _fail(message: str, code: int) -> int:
 
 def run(args: argparse.Namespace) -> int:
     handler = logging.StreamHandler()
-    handler.setFormatter(_NamedOnce("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=args.log_level, handlers=[handler])
     try:
         from prometheus_client import REGISTRY
