@@ -157,6 +157,19 @@ def _marked(counts: Counter[str], known: set[str]) -> tuple[tuple[str, int, bool
     return tuple((v, n, v not in known) for v, n in counts.most_common())
 
 
+def known_models(baseline: Report, agent: str) -> set[str]:
+    """The baseline's models for ``agent``; for an agent the baseline lacks, all its models (an
+    agent seen first is no model change)."""
+    return baseline.models(agent) or baseline.models()
+
+
+def basis_note(cell: Cell) -> str:
+    """Why the baseline's share is not the tool's: what the baseline lacks."""
+    if cell.basis == AGENT:
+        return f"agent's turns: {cell.agent} never used {cell.tool} in the baseline"
+    return f"all turns: no turn of agent {cell.agent} in the baseline"
+
+
 def compare(baseline: Report, candidate: Report, alpha: float = DEFAULT_ALPHA) -> Comparison:
     tested = sorted(candidate.loops)
     threshold = alpha / max(1, len(tested))
@@ -189,12 +202,14 @@ def compare(baseline: Report, candidate: Report, alpha: float = DEFAULT_ALPHA) -
                 p,
                 threshold,
                 higher and p <= threshold,
-                _marked(models, baseline.models(agent)),
+                _marked(models, known_models(baseline, agent)),
                 _marked(versions, baseline.versions(tool)),
             )
         )
     new_models = sorted(
-        (agent, model) for agent, model in candidate.by_model if model not in baseline.models(agent)
+        (agent, model)
+        for agent, model in candidate.by_model
+        if model not in known_models(baseline, agent)
     )
     new_versions = sorted(
         {(tool, v) for _, tool, v in candidate.by_version if v not in baseline.versions(tool)}
@@ -270,7 +285,7 @@ def write_text(c: Comparison, out: TextIO, threshold: int) -> None:
     if not c.cells:
         out.write("  none in the candidate\n")
     for cell in c.cells:
-        basis = "" if cell.basis == TOOL else f" ({cell.basis}, tool unused in baseline)"
+        basis = "" if cell.basis == TOOL else f" ({basis_note(cell)})"
         out.write(
             f"  {cell.agent:<12} {cell.tool:<18} {cell.error_class:<14} {cell.kind:<11} "
             f"baseline {cell.baseline_loops}/{cell.baseline_turns} "
