@@ -229,6 +229,32 @@ def test_a_baseline_without_the_agent_says_so_and_its_models_are_not_new(
     assert json.loads(out)["new_models"] == []
 
 
+def test_counts_of_one_are_singular_in_replay_and_compare(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lone = _spans_file(
+        tmp_path / "lone.json", lambda t: _tool_call(t, 1_767_225_600 * S, "create_ticket", False)
+    )
+    assert main(["replay", str(lone)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith(
+        "loopwatch replay: 1 of 1 file, 1 request, 1 span (0 skipped), 1 turn; "
+    )
+    [worst] = [x for x in captured.out.splitlines() if "create_ticket/" in x]
+    assert worst.startswith("      1 attempt   create_ticket/")
+    code, out = _compare(capsys, lone, lone)
+    lines = out.splitlines()
+    assert (code, lines[0]) == (0, "baseline: 1 turn; candidate: 1 turn")
+    assert (
+        "  unknown      unknown                baseline 1 / 1 / 1 / 1; 0.0% at >= 3 (1 turn)"
+        in lines
+    )
+    assert lines[-1] == (
+        "no regression: 0 looping tool / error class / kind combinations tested, none "
+        "significantly above the baseline at alpha 0.05"
+    )
+
+
 def test_a_tool_the_agent_never_used_in_the_baseline_is_named_with_the_agent(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

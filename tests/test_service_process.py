@@ -53,7 +53,7 @@ def test_sigterm_finalizes_open_turns_and_exits(serve: Callable[..., ServeProces
     code, seconds = process.sigterm(timeout=STOP_SECONDS + 5)
     assert code == 0
     assert seconds < STOP_SECONDS
-    assert "stopped: finalized 1 open traces (0 without their root)" in process.log()
+    assert "stopped: finalized 1 open trace (0 without their root)" in process.log()
     host, port = process.grpc.rsplit(":", 1)
     with pytest.raises(OSError), socket.create_connection((host, int(port)), timeout=2):
         pass

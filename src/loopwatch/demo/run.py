@@ -18,6 +18,7 @@ from loopwatch.attach.processor import LoopwatchSpanProcessor
 from loopwatch.core.config import Config, ConfigError, load_config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.core.span_view import trace_hex
+from loopwatch.core.words import counted, plural
 from loopwatch.demo.emit import emit_turn, growing_history
 from loopwatch.demo.export import WatchedExporter, otlp_exporter
 from loopwatch.demo.scenarios import Turn, eleven_empty_searches, flaky, fourteen_tickets, healthy
@@ -107,7 +108,8 @@ def _summary(tally: Tally, out: TextIO) -> None:
     out.write("  worst turns (key = tool/identity-hash/outcome; values are never shown)\n")
     for s in tally.worst:
         key = s.worst_key.short() if s.worst_key else "-"
-        out.write(f"    {s.max_attempts:>3} attempts  {key:<36} model={s.model} ")
+        attempts = plural(s.max_attempts, "attempt")
+        out.write(f"    {s.max_attempts:>3} {attempts:<8}  {key:<36} model={s.model} ")
         out.write(f"trace={trace_hex(s.trace_id)}\n")
     out.write("  loops found (tool, error class, kind: turns)\n")
     for (tool, error_class, kind), n in sorted(tally.loops.items()):
@@ -141,12 +143,16 @@ def run(args: argparse.Namespace) -> int:
     if exporter is not None and exporter.failed.is_set():
         print(
             f"loopwatch demo: exporting spans to {args.otlp_endpoint} failed; "
-            f"{exporter.spans_lost} spans were not delivered. Is a Collector or "
-            "`loopwatch serve` listening there?",
+            f"{_lost(exporter.spans_lost)} not delivered. Is a Collector or `loopwatch serve` "
+            "listening there?",
             file=sys.stderr,
         )
         return 1
     return 0
+
+
+def _lost(spans: int) -> str:
+    return f"{counted(spans, 'span')} {plural(spans, 'was', 'were')}"
 
 
 def _config(args: argparse.Namespace) -> Config:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from loopwatch.core.config import Config
+from loopwatch.core.words import counted
 from loopwatch.history.by_trace import GroupingError
 from loopwatch.history.replay import (
     Outcome,
@@ -235,7 +236,7 @@ def _attempts(dist: Counter[int] | None, threshold: int) -> str:
     over = sum(n for k, n in dist.items() if k >= threshold)
     return (
         f"{percentile(dist, 0.5)} / {percentile(dist, 0.9)} / {percentile(dist, 0.99)} / "
-        f"{max(dist)}; {_pct(over / total)} at >= {threshold} ({total} turns)"
+        f"{max(dist)}; {_pct(over / total)} at >= {threshold} ({counted(total, 'turn')})"
     )
 
 
@@ -244,15 +245,15 @@ def verdict_line(c: Comparison) -> str:
     if not regressions:
         tested = len(c.cells)
         return (
-            f"no regression: {tested} looping tool / error class / kind "
-            f"{'combination' if tested == 1 else 'combinations'} tested, none significantly "
+            f"no regression: {counted(tested, 'looping tool / error class / kind combination')} "
+            "tested, none significantly "
             f"above the baseline at alpha {c.alpha:g}"
         )
     parts = []
     for cell in regressions:
         parts.append(
             f"{cell.tool} {cell.error_class} {cell.kind} (agent {cell.agent}) loops in "
-            f"{cell.candidate_loops} of {cell.candidate_turns} turns "
+            f"{cell.candidate_loops} of {counted(cell.candidate_turns, 'turn')} "
             f"({_pct(cell.candidate_share)}) against {cell.baseline_loops} of "
             f"{cell.baseline_turns} ({_pct(cell.baseline_share)}), p = {_p(cell.p_value)}; "
             f"looping turns: {cell.changed()}"
@@ -275,7 +276,8 @@ def _rows(c: Comparison, threshold: int) -> list[tuple[str, str, str, str]]:
 
 
 def write_text(c: Comparison, out: TextIO, threshold: int) -> None:
-    out.write(f"baseline: {c.baseline.turns} turns; candidate: {c.candidate.turns} turns\n\n")
+    sides = f"baseline: {counted(c.baseline.turns, 'turn')}; candidate: "
+    out.write(f"{sides}{counted(c.candidate.turns, 'turn')}\n\n")
     out.write(
         "Loops: turns in which a key of the tool and error class looped, of the turns using "
         "the tool\n"
@@ -319,7 +321,10 @@ def write_markdown(c: Comparison, out: TextIO, threshold: int) -> None:
     verdict = "❌ loop regression" if c.regressions else "✅ no loop regression"
     out.write(f"## loopwatch compare: {verdict}\n\n")
     out.write(f"{verdict_line(c)}\n\n")
-    out.write(f"Baseline {c.baseline.turns} turns, candidate {c.candidate.turns} turns. ")
+    out.write(
+        f"Baseline {counted(c.baseline.turns, 'turn')}, "
+        f"candidate {counted(c.candidate.turns, 'turn')}. "
+    )
     out.write(f"Test: {TEST_NAME}, alpha {c.alpha:g}.\n\n")
     out.write("| kind | what loops | baseline turns | candidate turns |\n|---|---|---|---|\n")
     for kind, meaning in LOOP_KINDS:

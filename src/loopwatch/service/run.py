@@ -14,6 +14,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from loopwatch.core.config import Config, ConfigError, config_file, load_config
+from loopwatch.core.words import counted
 
 if TYPE_CHECKING:
     from loopwatch.service.app import Addresses, Service
@@ -145,9 +146,9 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(e), EXIT_START)
     tune_collector()
     log.info(
-        "config: %s (%d tool declarations)",
+        "config: %s (%s)",
         file.resolve() if file is not None else "none, defaults",
-        len(config.tools),
+        counted(len(config.tools), "tool declaration"),
     )
     log.info(
         "listening: otlp-grpc=%s otlp-http=%s metrics=%s (grace %.1fs, idle %.0fs)",
@@ -196,7 +197,6 @@ def _serve_until(stop: threading.Event, service: Service, summary_seconds: float
         return EXIT_START
     assert service.pipeline is not None
     rooted, rootless = service.pipeline.finished_at_stop
-    log.info(
-        "stopped: finalized %d open traces (%d without their root)", rooted + rootless, rootless
-    )
+    finalized = counted(rooted + rootless, "open trace")
+    log.info("stopped: finalized %s (%d without their root)", finalized, rootless)
     return 0
