@@ -30,7 +30,11 @@ DEMO_TOOLS = {
         identity=("customer_id", "order_id"),
         reviewed_parameters=("customer_id", "order_id", "summary"),
     ),
-    "search_orders": ToolDeclaration(result="rows"),
+    # a search is its whole arguments: a reworded query is another search (the no-rows streak
+    # catches the rewording loop)
+    "search_orders": ToolDeclaration(
+        identity=("*",), reviewed_parameters=("query", "customer_id"), result="rows"
+    ),
 }
 MODELS = ("gpt-4.1", "gpt-5-mini")  # the second one loops more often: the model switch
 
@@ -131,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         if exporter is None:
             return 2
     else:
-        tally = _attach_processor(config, provider, out)
+        tally = _attach_processor(config, provider, out, announce=not args.exit)
         if tally is None:
             return 1
     try:
@@ -190,9 +194,12 @@ def _attach_exporter(
     return exporter
 
 
-def _attach_processor(config: Config, provider: TracerProvider, out: TextIO) -> Tally | None:
-    """The spans go to the in-process processor, /metrics served; None (said on stderr) when
-    the metrics address cannot be bound."""
+def _attach_processor(
+    config: Config, provider: TracerProvider, out: TextIO, announce: bool
+) -> Tally | None:
+    """The spans go to the in-process processor, /metrics served (its address said when
+    ``announce``: the server stays up); None (said on stderr) when the metrics address cannot
+    be bound."""
     tally = Tally(
         metrics_for(
             label_limit=config.label_limit,
@@ -211,9 +218,9 @@ def _attach_processor(config: Config, provider: TracerProvider, out: TextIO) -> 
             file=sys.stderr,
         )
         return None
-    out.write(
-        f"loopwatch demo: metrics on http://{config.metrics_host}:{config.metrics_port}/metrics\n"
-    )
+    if announce:
+        address = f"{config.metrics_host}:{config.metrics_port}"
+        out.write(f"loopwatch demo: metrics on http://{address}/metrics\n")
     return tally
 
 
@@ -251,5 +258,6 @@ def _emit(
         break
     if not args.exit and tally is not None:
         out.write("\nServing /metrics; press Ctrl-C to stop.\n")
+        out.flush()  # said now, not when the buffer fills: the demo waits here
         while True:
             time.sleep(3600)
