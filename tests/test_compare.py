@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 from collections.abc import Callable
 from fractions import Fraction
 from math import comb
@@ -252,6 +254,22 @@ def test_counts_of_one_are_singular_in_replay_and_compare(
     assert lines[-1] == (
         "no regression: 0 looping tool / error class / kind combinations tested, none "
         "significantly above the baseline at alpha 0.05"
+    )
+
+
+def test_a_command_that_sets_up_no_logging_names_the_logger_of_its_warnings(
+    tmp_path: Path,
+) -> None:
+    looping = _spans_file(tmp_path / "loop.json", lambda t: _agent_turn(t, "create_ticket", 3))
+    done = subprocess.run(
+        [sys.executable, "-m", "loopwatch.cli", "replay", str(looping)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0
+    assert done.stderr.startswith(
+        "loopwatch: tool 'create_ticket' has no identity declaration, so its failed calls are "
     )
 
 
