@@ -277,7 +277,7 @@ def _duplicate_side_effects() -> timeseries.Panel:
     return ts(
         "Duplicate side effects by tool",
         "Turns per second in which a write (a tool that creates, sends, books, pays, "
-        "refunds, deletes...: declared effect = \"write\", an MCP tool not marked read-only, "
+        'refunds, deletes...: declared effect = "write", an MCP tool not marked read-only, '
         "or a verb of its name) succeeded again on an identity that had already succeeded in "
         "the same turn: the side effect happened twice (two tickets, two refunds, two "
         "messages). A write's answer is never read as progress, so a fresh ticket id does not "

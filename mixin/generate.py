@@ -26,14 +26,34 @@ def sync(out: Path, files: dict[str, str], check: bool, command: str) -> int:
 
 
 def command_line(
-    doc: str | None, out: Path, files: Callable[[], dict[str, str]], argv: list[str] | None
+    doc: str | None,
+    out: Path,
+    files: Callable[[], dict[str, str]],
+    argv: list[str] | None,
+    extra: str | None = None,
 ) -> int:
-    """The ``python -m ... [--check]`` of a generator."""
+    """The ``python -m ... [--check]`` of a generator; ``extra`` is the pyproject extra whose
+    packages ``files`` imports: without them, one line naming it (exit 2), not a traceback."""
     parser = argparse.ArgumentParser(description=doc)
     parser.add_argument("--check", action="store_true", help="exit 1 if a file would change")
     args = parser.parse_args(argv)
+    command = f"python -m {_module(files)}"
+    try:
+        generated = files()
+    except ModuleNotFoundError as e:
+        if extra is None:
+            raise
+        print(
+            f"{command}: {e}; install the {extra} extra: pip install -e '.[{extra}]'",
+            file=sys.stderr,
+        )
+        return 2
+    return sync(out, generated, args.check, command)
+
+
+def _module(files: Callable[[], dict[str, str]]) -> str:
     module = files.__module__
     if module == "__main__":  # run as python -m: the name it was run by
         spec = sys.modules["__main__"].__spec__
         module = spec.name if spec is not None else module
-    return sync(out, files(), args.check, f"python -m {module}")
+    return module

@@ -81,6 +81,23 @@ def test_instrument_refuses_a_provider_without_processors() -> None:
         loopwatch.instrument(tracer_provider=object(), serve=False, frameworks=False)
 
 
+def test_the_provider_loopwatch_sets_is_said_as_done_not_as_an_order() -> None:
+    code = (
+        "import logging; logging.basicConfig(level=logging.INFO)\n"
+        "from loopwatch.attach.provider import global_sdk_provider\n"
+        "global_sdk_provider()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert (out.returncode, out.stderr) == (
+        0,
+        "INFO:loopwatch:no tracer provider was set: loopwatch set an SDK TracerProvider from "
+        "OTEL_* (exporters: none, OTEL_TRACES_EXPORTER unset)\n",
+    )
+
+
 def test_no_argument_result_or_identity_value_leaves_the_process(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -45,7 +45,7 @@ def test_openai_file_with_a_missing_declaration(
         'loopwatch.toml, e.g. identity = ["customer_id"] and reviewed_parameters = ["query", '
         '"customer_id"] (identity = "*" keys on all arguments; `loopwatch check-tools --init` '
         "writes a starter file)",
-        "1 problem(s) in 3 tool(s)",
+        "1 problem in 3 tools",
     ]
 
 
@@ -76,7 +76,7 @@ def test_mcp_result_identity_not_a_parameter_and_drift(
         "fx_refund_order: parameters changed since the declaration was reviewed (added queue); "
         "re-decide its identity and update reviewed_parameters",
         "fx_send_email: identity field 'recipient' is not a parameter (parameters: to, body)",
-        "2 problem(s) in 2 tool(s)",
+        "2 problems in 2 tools",
     ]
 
 
@@ -121,7 +121,7 @@ def test_python_import_paths_decorators_and_pydantic_ai_agent(
     assert err[0].startswith(
         "fx_lookup_customer: has parameters (email) but no identity declaration;"
     )
-    assert err[1:] == ["1 problem(s) in 5 tool(s)"]
+    assert err[1:] == ["1 problem in 5 tools"]
     code, out, err = _run(
         capsys,
         DECORATED,

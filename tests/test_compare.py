@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
+from collections.abc import Callable
 from fractions import Fraction
 from math import comb
 from pathlib import Path
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Status, StatusCode, Tracer
 
 from loopwatch.cli import main
 from loopwatch.demo.emit import emit_turn
@@ -158,6 +163,131 @@ def test_json_and_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "**regression**: model m-new (new)" in markdown
     for secret in ("c_", "Refund question", "order "):
         assert secret not in markdown and secret not in out
+
+
+def _tool_call(tracer: Tracer, start_ns: int, tool: str, timeout: bool) -> None:
+    arguments = json.dumps({"order_id": "88214"})
+    span = tracer.start_span(
+        f"execute_tool {tool}",
+        start_time=start_ns,
+        attributes={
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": tool,
+            "gen_ai.tool.call.arguments": arguments,
+        },
+    )
+    if timeout:
+        span.set_attribute("error.type", "TimeoutError")
+        span.set_status(Status(StatusCode.ERROR, "timed out"))
+    span.end(end_time=start_ns + S)
+
+
+def _agent_turn(tracer: Tracer, tool: str, timeouts: int) -> None:
+    """An ``invoke_agent support`` turn: ``tool`` timing out ``timeouts`` times, else once
+    successful."""
+    start = 1_767_225_600 * S
+    agent = tracer.start_span(
+        "invoke_agent support",
+        start_time=start,
+        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"},
+    )
+    with trace.use_span(agent, end_on_exit=False):
+        for i in range(timeouts or 1):
+            _tool_call(tracer, start + 2 * i * S, tool, timeout=timeouts > 0)
+    agent.end(end_time=start + 10 * S)
+
+
+def _spans_file(path: Path, emit: Callable[[Tracer], None]) -> Path:
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    emit(provider.get_tracer("eval"))
+    provider.shutdown()
+    return write_collector_json(path, batches(memory.get_finished_spans()))
+
+
+LOOPING = "  support      create_ticket      timeout        repeat      baseline 0/1 (0.0%) "
+SHARES = "  candidate 1/1 (100.0%)  p 0.500"
+
+
+def test_a_baseline_without_the_agent_says_so_and_its_models_are_not_new(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The baseline a lone create_ticket span (agent and model unknown), the candidate the
+    support agent looping on it: the baseline used the tool, and model unknown is no change."""
+    lone = _spans_file(
+        tmp_path / "lone.json", lambda t: _tool_call(t, 1_767_225_600 * S, "create_ticket", False)
+    )
+    looping = _spans_file(tmp_path / "loop.json", lambda t: _agent_turn(t, "create_ticket", 3))
+    code, out = _compare(capsys, lone, looping)
+    assert code == 0
+    lines = out.splitlines()
+    assert [x for x in lines if x.startswith("  support ")] == [
+        LOOPING + "(all turns: no turn of agent support in the baseline)" + SHARES,
+        "  support      unknown                baseline -",
+    ]
+    assert [x for x in lines if x.startswith("New in")] == []
+    code, out = _compare(capsys, lone, looping, "--json")
+    assert json.loads(out)["new_models"] == []
+
+
+def test_counts_of_one_are_singular_in_replay_and_compare(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lone = _spans_file(
+        tmp_path / "lone.json", lambda t: _tool_call(t, 1_767_225_600 * S, "create_ticket", False)
+    )
+    assert main(["replay", str(lone)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith(
+        "loopwatch replay: 1 of 1 file, 1 request, 1 span (0 skipped), 1 turn; "
+    )
+    [worst] = [x for x in captured.out.splitlines() if "create_ticket/" in x]
+    assert worst.startswith("      1 attempt   create_ticket/")
+    code, out = _compare(capsys, lone, lone)
+    lines = out.splitlines()
+    assert (code, lines[0]) == (0, "baseline: 1 turn; candidate: 1 turn")
+    assert (
+        "  unknown      unknown                baseline 1 / 1 / 1 / 1; 0.0% at >= 3 (1 turn)"
+        in lines
+    )
+    assert lines[-1] == (
+        "no regression: 0 looping tool / error class / kind combinations tested, none "
+        "significantly above the baseline at alpha 0.05"
+    )
+
+
+def test_a_command_that_sets_up_no_logging_names_the_logger_of_its_warnings(
+    tmp_path: Path,
+) -> None:
+    looping = _spans_file(tmp_path / "loop.json", lambda t: _agent_turn(t, "create_ticket", 3))
+    done = subprocess.run(
+        [sys.executable, "-m", "loopwatch.cli", "replay", str(looping)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0
+    assert done.stderr.startswith(
+        "loopwatch: tool 'create_ticket' has no identity declaration, so its failed calls are "
+    )
+
+
+def test_a_tool_the_agent_never_used_in_the_baseline_is_named_with_the_agent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    searching = _spans_file(tmp_path / "search.json", lambda t: _agent_turn(t, "search_orders", 0))
+    looping = _spans_file(tmp_path / "loop.json", lambda t: _agent_turn(t, "create_ticket", 3))
+    code, out = _compare(capsys, searching, looping)
+    assert code == 0
+    lines = out.splitlines()
+    assert [x for x in lines if x.startswith(LOOPING)] == [
+        LOOPING + "(agent's turns: support never used create_ticket in the baseline)" + SHARES
+    ]
+    # the tool is new, not the model
+    assert [x for x in lines if x.startswith("New in")] == [
+        "New in the candidate: create_ticket version -"
+    ]
 
 
 def test_unreadable_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from loopwatch.core.config import ConfigError, load_config
+from loopwatch.core.config import SETTINGS, ConfigError, Setting, load_config
 from loopwatch.core.declarations import ToolDeclaration, tool
 
 EXAMPLE = """
@@ -80,9 +80,36 @@ def test_bad_environment_value_names_the_variable() -> None:
         load_config(environ={"LOOPWATCH_METRICS_PORT": "http"})
 
 
+INTEGER_SETTINGS = [s for s in SETTINGS if s.kind is int]
+
+
+@pytest.mark.parametrize("setting", INTEGER_SETTINGS, ids=[s.key for s in INTEGER_SETTINGS])
+def test_a_float_for_an_integer_setting_is_refused_in_file_and_environment(
+    tmp_path: Path, setting: Setting
+) -> None:
+    path = write(tmp_path, f"[{setting.table}]\n{setting.key} = 3.5\n")
+    with pytest.raises(ConfigError) as in_file:
+        load_config(path, environ={})
+    assert str(in_file.value) == f"{path}: {setting.table}.{setting.key}: expected int, got 3.5"
+    variable = setting.variables[0]
+    with pytest.raises(ConfigError) as in_environment:
+        load_config(environ={variable: "3.5"})
+    assert str(in_environment.value) == f"{variable}: expected int, got '3.5'"
+
+
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="no such file"):
+    with pytest.raises(ConfigError) as info:
         load_config(tmp_path / "nope.toml", environ={})
+    assert str(info.value) == f"{tmp_path / 'nope.toml'}: no such file (from argument)"
+
+
+def test_a_directory_for_the_file_says_it_is_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path, environ={})
+    assert str(info.value) == f"{tmp_path}: is a directory, not a file (from argument)"
+    with pytest.raises(ConfigError) as info:
+        load_config(environ={"LOOPWATCH_CONFIG": str(tmp_path)})
+    assert str(info.value) == f"{tmp_path}: is a directory, not a file (from LOOPWATCH_CONFIG)"
 
 
 def test_decorator_wins_over_file_and_schema(tmp_path: Path) -> None:

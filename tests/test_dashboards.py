@@ -66,6 +66,34 @@ def test_generated_json_matches_the_source() -> None:
     assert done.returncode == 0, done.stderr
 
 
+# python -m dashboards.build, in a process where the Foundation SDK is not installed
+WITHOUT_THE_SDK = """
+import runpy, sys
+
+class NotInstalled:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "grafana_foundation_sdk":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NotInstalled())
+sys.argv = ["dashboards.build", "--check"]
+runpy.run_module("dashboards.build", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_build_without_the_sdk_says_what_to_install_in_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_THE_SDK], cwd=ROOT, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2,
+        "",
+        "python -m dashboards.build: No module named 'grafana_foundation_sdk'; install the "
+        "dashboards extra: pip install -e '.[dashboards]'\n",
+    )
+
+
 def test_foundation_sdk_is_pinned_to_the_grafana_image() -> None:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     pins = [

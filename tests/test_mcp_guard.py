@@ -5,6 +5,7 @@ keyed by inference and warned about, and the guard's decisions reach its /metric
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -16,10 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from loopwatch.guards.mcp_guard import AGENT
+from loopwatch.guards.mcp_guard import AGENT, add_arguments
 from tests.support.helpers import exposition_sum
 from tests.support.mcp_guard import CONFIG, ROOT, SERVER
 
@@ -489,3 +491,13 @@ def test_the_calls_of_a_session_are_one_turn_in_the_metrics(
         "decisions": 6.0,  # 3 suppressed, 2 circuit_open, 1 search stopped
         "other_agents": 0.0,
     }
+
+
+def test_help_names_where_the_config_comes_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # one line per option
+    parser = argparse.ArgumentParser(prog="loopwatch mcp-guard")
+    add_arguments(parser)
+    [line] = [x for x in parser.format_help().splitlines() if x.startswith("  --config")]
+    assert " ".join(line.split()) == (
+        "--config PATH loopwatch.toml (default: $LOOPWATCH_CONFIG or ./loopwatch.toml)"
+    )

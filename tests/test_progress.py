@@ -467,7 +467,7 @@ def test_a_failing_loop_is_logged_with_its_streak_and_class(
     lines = [r.getMessage() for r in caplog.records if "loop found" in r.getMessage()]
     assert len(lines) == 1
     assert re.fullmatch(
-        r"loopwatch: loop found: tool=lookup_invoice failing_streak=20 error_class=not_found "
+        r"loop found: tool=lookup_invoice failing_streak=20 error_class=not_found "
         r"service=support-agent agent=support trace_id=[0-9a-f]{32}",
         lines[0],
     )

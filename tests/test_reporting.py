@@ -73,12 +73,12 @@ def test_one_info_line_per_loop_with_hashes_and_trace_id_only(
     tickets, searches = lines
     assert len(set(re.findall(r"trace_id=([0-9a-f]{32})", "".join(lines)))) == 2  # one per turn
     assert re.fullmatch(
-        r"loopwatch: loop found: tool=create_ticket key=create_ticket/[0-9a-f]{8}/timeout "
+        r"loop found: tool=create_ticket key=create_ticket/[0-9a-f]{8}/timeout "
         r"attempts=14 service=\S+ agent=support trace_id=[0-9a-f]{32}",
         tickets,
     ), tickets
     assert re.fullmatch(
-        r"loopwatch: loop found: tool=search_orders no_rows_streak=11 service=\S+ "
+        r"loop found: tool=search_orders no_rows_streak=11 service=\S+ "
         r"agent=support trace_id=[0-9a-f]{32}",
         searches,
     ), searches
@@ -99,7 +99,7 @@ def test_activity_line_counts_since_the_last_and_is_silent_when_idle() -> None:
     assert activity.line() is None  # idle again: silent
     # a turn counted after its spans (the service finalizes it after a grace)
     metrics.turn(TurnSummary(1, "svc", "agent", "model", 0, 0, 0, None, ()))
-    assert activity.line() == "0 spans, 1 turns, 0 loops since the last summary"
+    assert activity.line() == "0 spans, 1 turn, 0 loops since the last summary"
     p.close()
 
 
@@ -113,7 +113,7 @@ def test_serve_logs_its_config_loops_and_a_summary_while_spans_flow(
     )
     assert process.config is not None
     line = process.wait_line(r"config: ")
-    assert line.endswith(f"config: {process.config.resolve()} (1 tool declarations)")
+    assert line.endswith(f"config: {process.config.resolve()} (1 tool declaration)")
     provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
     provider.add_span_processor(
         SimpleSpanProcessor(OTLPSpanExporter(endpoint=process.grpc, insecure=True))
@@ -129,7 +129,7 @@ def test_serve_logs_its_config_loops_and_a_summary_while_spans_flow(
             loop = line
         else:
             counts = re.search(
-                r"INFO loopwatch.service: (\d+) spans, (\d+) turns, (\d+) loops", line
+                r"INFO loopwatch.service: (\d+) spans?, (\d+) turns?, (\d+) loops?", line
             )
             assert counts is not None, line
             totals = [a + int(b) for a, b in zip(totals, counts.groups(), strict=True)]
@@ -154,3 +154,17 @@ def test_version_and_log_level_in_any_case() -> None:
     add_arguments(parser)
     for level in ("warning", "Error", "DEBUG"):
         assert parser.parse_args(["--log-level", level]).log_level == level.upper()
+
+
+def test_an_unknown_log_level_is_echoed_as_given_with_the_levels(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser = argparse.ArgumentParser(prog="loopwatch serve")
+    add_arguments(parser)
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(["--log-level", "verbose"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "loopwatch serve: error: argument --log-level: 'verbose' is not a log level; "
+        "choose from DEBUG, INFO, WARNING, ERROR"
+    )

@@ -138,6 +138,45 @@ def test_http_bad_request_then_good(service: Service, good: Good, case: str) -> 
     good.send_and_check()
 
 
+UNSUPPORTED = {
+    "content type": (
+        "text/plain",
+        None,
+        b"unsupported content type 'text/plain'; send application/x-protobuf or application/json\n",
+    ),
+    "encoding": (
+        "application/x-protobuf",
+        "br",
+        b"unsupported Content-Encoding 'br'; send gzip, deflate or identity\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNSUPPORTED))
+def test_http_415_names_what_is_unsupported(service: Service, good: Good, case: str) -> None:
+    assert service.bound is not None
+    content_type, encoding, expected = UNSUPPORTED[case]
+    status, raw, headers = post(service.bound.http, b"hello", content_type, encoding=encoding)
+    assert (status, raw, headers["Content-Type"]) == (415, expected, "text/plain; charset=utf-8")
+    good.send_and_check()
+
+
+@pytest.mark.parametrize(
+    ("content_type", "answer"), [("application/x-protobuf", b""), ("application/json", b"{}")]
+)
+def test_http_empty_body_is_an_empty_export(
+    service: Service, good: Good, content_type: str, answer: bytes
+) -> None:
+    assert service.bound is not None
+    settle(service)
+    before = good.values()
+    status, raw, headers = post(service.bound.http, b"", content_type)
+    assert (status, raw, headers["Content-Type"]) == (200, answer, content_type)
+    settle(service)
+    assert good.values() == before
+    good.send_and_check()
+
+
 def test_http_gzip_bomb_is_refused(service: Service, good: Good) -> None:
     assert service.bound is not None
     bomb = _bomb()

@@ -15,6 +15,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+from loopwatch.core.config import SETTINGS
 from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import fourteen_tickets
 from loopwatch.service.run import STOP_SECONDS
@@ -52,7 +53,7 @@ def test_sigterm_finalizes_open_turns_and_exits(serve: Callable[..., ServeProces
     code, seconds = process.sigterm(timeout=STOP_SECONDS + 5)
     assert code == 0
     assert seconds < STOP_SECONDS
-    assert "stopped: finalized 1 open traces (0 without their root)" in process.log()
+    assert "stopped: finalized 1 open trace (0 without their root)" in process.log()
     host, port = process.grpc.rsplit(":", 1)
     with pytest.raises(OSError), socket.create_connection((host, int(port)), timeout=2):
         pass
@@ -77,25 +78,36 @@ def test_address_in_use_exits_1_with_one_line(taken: str, flag: str) -> None:
     assert taken in lines[0]
 
 
+SERVE_KEYS = ", ".join(sorted(s.key for s in SETTINGS if s.table == "serve"))
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--grpc-address", "localhost"], "--grpc-address: expected HOST:PORT"),
-        (["--http-address", "127.0.0.1:99999"], "--http-address: expected HOST:PORT"),
-        (["--config", "/nonexistent/loopwatch.toml"], "no such file"),
-        (["--config", "BAD"], "unknown key serve.grace"),
+        (["--grpc-address", "localhost"], "--grpc-address: expected HOST:PORT, got 'localhost'"),
+        (
+            ["--http-address", "127.0.0.1:99999"],
+            "--http-address: port 99999 is out of range (0-65535) in '127.0.0.1:99999'",
+        ),
+        (
+            ["--config", "/nonexistent/loopwatch.toml"],
+            "/nonexistent/loopwatch.toml: no such file (from argument)",
+        ),
+        (["--config", "DIR"], "DIR: is a directory, not a file (from argument)"),
+        (["--config", "BAD"], f"BAD: unknown key serve.grace; known: {SERVE_KEYS}"),
     ],
 )
 def test_configuration_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("[serve]\ngrace = 3\n")
-    args = [str(bad) if a == "BAD" else a for a in args]
+    paths = {"BAD": str(bad), "DIR": str(tmp_path)}
+    args = [paths.get(a, a) for a in args]
+    for placeholder, path in paths.items():
+        message = message.replace(placeholder, path)
     result = subprocess.run(
         [sys.executable, "-m", "loopwatch.cli", "serve", *args],
         capture_output=True,
         text=True,
         timeout=30,
     )
-    assert result.returncode == 2
-    assert result.stderr.count("\n") == 1
-    assert message in result.stderr
+    assert (result.returncode, result.stderr) == (2, f"loopwatch serve: {message}\n")

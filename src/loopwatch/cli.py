@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -41,8 +42,16 @@ COMMANDS = {
 EXTRAS = {"mcp-guard": "mcp-guard"}
 
 
+def _name_loggers_in_last_resort() -> None:
+    """A command that sets up no logging (replay, compare, check-tools) prints warnings through
+    logging's last resort, which shows the message alone: this names the logger too."""
+    if logging.lastResort is not None:
+        logging.lastResort.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    _name_loggers_in_last_resort()
     if not args or args[0] not in COMMANDS:
         parser = argparse.ArgumentParser(
             prog="loopwatch",

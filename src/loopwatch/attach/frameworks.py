@@ -147,7 +147,7 @@ def _warn_if_untraced() -> None:
     if "openai" in disabled_names() or importlib.util.find_spec("openai") is None:
         return
     log.warning(
-        "loopwatch: no GenAI instrumentation is installed and the openai SDK traces none of "
+        "no GenAI instrumentation is installed and the openai SDK traces none of "
         "its calls, so an agent loop over it sends loopwatch no spans. Install one and "
         "instrument() switches it on: pip install openinference-instrumentation-openai "
         "(docs/attach.md: Hand-rolled agents). A framework that traces itself needs none."
@@ -157,7 +157,7 @@ def _warn_if_untraced() -> None:
 def _default_content_capture() -> None:
     if not os.environ.get(CAPTURE_CONTENT_VARIABLE, "").strip():
         os.environ[CAPTURE_CONTENT_VARIABLE] = _CAPTURE_ON_SPANS
-        log.debug("loopwatch: set %s=%s", CAPTURE_CONTENT_VARIABLE, _CAPTURE_ON_SPANS)
+        log.debug("set %s=%s", CAPTURE_CONTENT_VARIABLE, _CAPTURE_ON_SPANS)
 
 
 def _instrument_pydantic_ai(provider: Any) -> bool:
@@ -180,7 +180,7 @@ def instrument_frameworks(provider: Any) -> list[str]:
         if _instrument_pydantic_ai(provider):
             done.append("pydantic_ai")
     except Exception as e:
-        log.warning("loopwatch: could not switch on pydantic-ai's instrumentation: %s", e)
+        log.warning("could not switch on pydantic-ai's instrumentation: %s", e)
     candidates: list[tuple[metadata.EntryPoint, Any, set[str]]] = []
     for ep in genai_entry_points():
         try:
@@ -188,7 +188,7 @@ def instrument_frameworks(provider: Any) -> list[str]:
             if instrumentor is not None:
                 candidates.append((ep, instrumentor, _libraries(instrumentor)))
         except Exception as e:
-            log.warning("loopwatch: could not switch on instrumentor %r: %s", ep.value, e)
+            log.warning("could not switch on instrumentor %r: %s", ep.value, e)
     # library -> the instrumentor that has it; what is on already keeps it
     owner = {
         library: ep.value
@@ -202,7 +202,7 @@ def instrument_frameworks(provider: Any) -> list[str]:
         taken = sorted(library for library in libraries if library in owner)
         if taken:
             log.debug(
-                "loopwatch: not switching on %s: %s already instrumented by %s",
+                "not switching on %s: %s already instrumented by %s",
                 ep.value,
                 ", ".join(taken),
                 owner[taken[0]],
@@ -213,12 +213,12 @@ def instrument_frameworks(provider: Any) -> list[str]:
                 _default_content_capture()
             instrumentor.instrument(tracer_provider=provider)
         except Exception as e:
-            log.warning("loopwatch: could not switch on instrumentor %r: %s", ep.value, e)
+            log.warning("could not switch on instrumentor %r: %s", ep.value, e)
             continue
         if not instrumentor.is_instrumented_by_opentelemetry:
             continue  # it declined (a dependency conflict, logged by the instrumentor)
         owner.update(dict.fromkeys(libraries, ep.value))
-        log.debug("loopwatch: switched on %s for %s", ep.value, ", ".join(sorted(libraries)))
+        log.debug("switched on %s for %s", ep.value, ", ".join(sorted(libraries)))
         done.append(str(ep.name))
     if not owner and not done:
         _warn_if_untraced()
@@ -227,5 +227,5 @@ def instrument_frameworks(provider: Any) -> list[str]:
         if "mcp" not in disabled_names() and instrument_mcp():
             done.append("mcp")
     except Exception as e:
-        log.warning("loopwatch: could not trace MCP tool calls: %s", e)
+        log.warning("could not trace MCP tool calls: %s", e)
     return done

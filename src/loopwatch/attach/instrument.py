@@ -36,9 +36,9 @@ def _config() -> Config:
         file = config_file()
         config = load_config()
     except ConfigError as e:
-        log.warning("loopwatch: %s; running with the default settings", e)
+        log.warning("%s; running with the default settings", e)
         return Config()
-    log.info("loopwatch: config %s", file if file is not None else "none, defaults")
+    log.info("config %s", file if file is not None else "none, defaults")
     return config
 
 
@@ -54,7 +54,7 @@ def _attach(provider: Any, config: Config) -> LoopwatchSpanProcessor:
                 provider.add_span_processor(processor)
             else:
                 log.warning(
-                    "loopwatch: the global tracer provider (%s) is not an SDK TracerProvider; "
+                    "the global tracer provider (%s) is not an SDK TracerProvider; "
                     "not attached: add the returned processor to your provider, or call "
                     "loopwatch.instrument(tracer_provider=...)",
                     type(provider).__name__,
@@ -95,21 +95,21 @@ def instrument(
     if enabled(frameworks):
         switched = instrument_frameworks(tracer_provider)
         if switched:
-            log.info("loopwatch: switched on GenAI instrumentation: %s", ", ".join(switched))
+            log.info("switched on GenAI instrumentation: %s", ", ".join(switched))
     address = f"{config.metrics_host}:{config.metrics_port}"
     if serve:
         try:
             serve_metrics(config.metrics_host, config.metrics_port)
         except OSError as e:
             log.warning(
-                "loopwatch: cannot serve /metrics on %s (%s); set LOOPWATCH_METRICS_PORT "
+                "cannot serve /metrics on %s (%s); set LOOPWATCH_METRICS_PORT "
                 "(or [metrics] port in loopwatch.toml) to a free port. The processor is "
                 "attached and counting.",
                 address,
                 e.strerror or e,
             )
             return processor
-    log.info("loopwatch: attached; metrics on http://%s/metrics", address)
+    log.info("attached; metrics on http://%s/metrics", address)
     return processor
 
 
@@ -118,9 +118,9 @@ def auto_instrument() -> None:
     ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=loopwatch`` skips it; nothing is raised into the
     host."""
     if "loopwatch" in disabled_names():
-        log.info("loopwatch: not attached (OTEL_PYTHON_DISABLED_INSTRUMENTATIONS)")
+        log.info("not attached (OTEL_PYTHON_DISABLED_INSTRUMENTATIONS)")
         return
     try:
         instrument()
     except Exception as e:
-        log.warning("loopwatch: not attached: %s", e)
+        log.warning("not attached: %s", e)

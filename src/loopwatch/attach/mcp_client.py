@@ -109,7 +109,7 @@ def _start(name: str, arguments: Any) -> own_spans.Open | None:
                 attributes["gen_ai.tool.call.arguments"] = text
         return own_spans.start_span(tracer, f"tools/call {tool}", attributes)
     except Exception as e:
-        log.debug("loopwatch: could not trace an MCP call: %s", e)
+        log.debug("could not trace an MCP call: %s", e)
         return None
 
 
@@ -124,7 +124,7 @@ def _finish(call: own_spans.Open, result: Any) -> None:
                 span.set_attribute("error.type", "tool_error")
                 span.set_status(Status(StatusCode.ERROR, (text or "")[:500]))
     except Exception as e:
-        log.debug("loopwatch: could not record an MCP result: %s", e)
+        log.debug("could not record an MCP result: %s", e)
     call.close()
 
 

@@ -63,7 +63,7 @@ def current_tracer() -> trace.Tracer | None:
             return cached[1]
         tracer = provider.get_tracer("loopwatch", VERSION)
     except Exception as e:
-        log.debug("loopwatch: no tracer: %s", e)
+        log.debug("no tracer: %s", e)
         return None
     _cached = (provider, tracer)
     return tracer
@@ -94,19 +94,19 @@ class Open:
                 self.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
             self.span.end()
         except Exception as e:
-            log.debug("loopwatch: could not end span: %s", e)
+            log.debug("could not end span: %s", e)
         finally:
             try:
                 context.detach(self.token)
             except Exception as e:
-                log.debug("loopwatch: could not restore the context: %s", e)
+                log.debug("could not restore the context: %s", e)
 
 
 def start_span(tracer: trace.Tracer, name: str, attributes: Mapping[str, str]) -> Open | None:
     try:
         return Open(tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes))
     except Exception as e:
-        log.debug("loopwatch: could not start span %r: %s", name, e)
+        log.debug("could not start span %r: %s", name, e)
         return None
 
 
@@ -161,7 +161,7 @@ class _ToolSpec:
                 if arguments is not None:
                     call.span.set_attribute("gen_ai.tool.call.arguments", arguments)
         except Exception as e:
-            log.debug("loopwatch: could not record the arguments of %r: %s", self.name, e)
+            log.debug("could not record the arguments of %r: %s", self.name, e)
         return call
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
@@ -213,7 +213,7 @@ def _succeed(call: Open, result: Any) -> None:
             if text is not None:
                 call.span.set_attribute("gen_ai.tool.call.result", text)
     except Exception as e:
-        log.debug("loopwatch: could not record a tool result: %s", e)
+        log.debug("could not record a tool result: %s", e)
     call.close()
 
 
@@ -224,7 +224,7 @@ def _start_tool(spec: _ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     try:
         return spec.start(tracer, args, kwargs)
     except Exception as e:
-        log.debug("loopwatch: could not trace a call of %r: %s", spec.name, e)
+        log.debug("could not trace a call of %r: %s", spec.name, e)
         return None
 
 
@@ -237,7 +237,7 @@ def traced_tool(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
         spec = _ToolSpec(fn, name)
         is_async = inspect.iscoroutinefunction(fn)
     except Exception as e:
-        log.debug("loopwatch: %r is declared but will not be traced: %s", name, e)
+        log.debug("%r is declared but will not be traced: %s", name, e)
         return fn
 
     if is_async:

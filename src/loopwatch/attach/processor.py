@@ -324,7 +324,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
         try:
             fn(*args)
         except Exception:
-            log.debug("loopwatch: internal error", exc_info=True)
+            log.debug("internal error", exc_info=True)
             with contextlib.suppress(Exception):
                 self.sink.dropped(DROP_ERROR)
 
@@ -477,7 +477,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
             try:
                 items.append(self._ended(item))
             except Exception:
-                log.debug("loopwatch: span not read", exc_info=True)
+                log.debug("span not read", exc_info=True)
                 self._safe(self.sink.dropped, DROP_ERROR)
         # 2. starts and records to the assembler, in the order they happened
         assembler = self._assembler
@@ -500,7 +500,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
                 else:
                     self._started(read)
             except Exception:
-                log.debug("loopwatch: span not read", exc_info=True)
+                log.debug("span not read", exc_info=True)
                 self._safe(self.sink.dropped, DROP_ERROR)
         if plain:
             counts[KIND_OTHER] = counts.get(KIND_OTHER, 0) + plain
@@ -520,4 +520,4 @@ def _in_child(reset: weakref.ref[Callable[[], None]]) -> None:
         try:
             after_fork()
         except Exception:
-            log.debug("loopwatch: internal error after a fork", exc_info=True)
+            log.debug("internal error after a fork", exc_info=True)

@@ -37,7 +37,7 @@ def _exporters() -> dict[str, Any]:
             package = _EXPORTER_PACKAGES.get(name)
             hint = f" (pip install {package})" if package else ""
             log.warning(
-                "loopwatch: OTEL_TRACES_EXPORTER asks for %r, which could not be set up%s: %s; "
+                "OTEL_TRACES_EXPORTER asks for %r, which could not be set up%s: %s; "
                 "spans are not exported there, loopwatch still counts them",
                 name,
                 hint,
@@ -61,7 +61,8 @@ def global_sdk_provider() -> Any:
         sdk.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(sdk)  # a no-op (logged by the API) if another thread won the race
     log.info(
-        "loopwatch: no tracer provider was set; set an SDK TracerProvider (exporters: %s)",
+        "no tracer provider was set: loopwatch set an SDK TracerProvider from OTEL_* "
+        "(exporters: %s)",
         ", ".join(exporters) or "none, OTEL_TRACES_EXPORTER unset",
     )
     return trace.get_tracer_provider()

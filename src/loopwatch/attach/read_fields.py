@@ -356,7 +356,7 @@ def span_reader() -> SpanReader:
                 problem = f"{type(e).__name__}: {e}"
             if problem is not None:
                 log.warning(
-                    "loopwatch: cannot read opentelemetry-sdk %s spans from their fields (%s); "
+                    "cannot read opentelemetry-sdk %s spans from their fields (%s); "
                     "reading them through the public ReadableSpan API (same metrics, more CPU)",
                     _sdk_version(),
                     problem,
@@ -412,7 +412,7 @@ def _created_by_probe() -> bool:
         if not _warned:
             _warned = True
             log.warning(
-                "loopwatch: prometheus_client %s has no bool %s; whether to write _created "
+                "prometheus_client %s has no bool %s; whether to write _created "
                 "lines is read from a probe counter instead (same exposition)",
                 _client_version(),
                 _SWITCH,
@@ -450,7 +450,7 @@ def no_tracer_provider() -> bool:
     if provider is _UNKNOWN and not _provider_warned:
         _provider_warned = True
         log.warning(
-            "loopwatch: opentelemetry-api %s has no %s; an untraced @loopwatch.tool call looks "
+            "opentelemetry-api %s has no %s; an untraced @loopwatch.tool call looks "
             "the tracer provider up instead (same spans, more CPU)",
             _version("opentelemetry-api"),
             _PROVIDER_GLOBAL,
@@ -467,7 +467,7 @@ def traces_exporters() -> dict[str, Any]:
         from opentelemetry.sdk._configuration import _get_exporter_names, _import_exporters
     except ImportError as e:
         log.warning(
-            "loopwatch: opentelemetry-sdk %s lacks the helpers that read OTEL_TRACES_EXPORTER "
+            "opentelemetry-sdk %s lacks the helpers that read OTEL_TRACES_EXPORTER "
             "(%s); no exporter is set up from it",
             _sdk_version(),
             e,

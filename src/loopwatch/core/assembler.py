@@ -446,7 +446,7 @@ class TurnAssembler:
                     self.sink.malformed(UNREADABLE_HISTORY)
                     continue
                 except Exception:  # a bad history loses its model call, nothing else
-                    log.debug("loopwatch: messages not read", exc_info=True)
+                    log.debug("messages not read", exc_info=True)
                     self.sink.dropped(DROP_ERROR)
                     continue
                 if conversation is not None:
@@ -503,7 +503,7 @@ class TurnAssembler:
                     )
                 )
             except Exception:  # one bad turn loses itself, not the batch
-                log.debug("loopwatch: turn not summarized", exc_info=True)
+                log.debug("turn not summarized", exc_info=True)
                 sink.dropped(DROP_ERROR)
         # logged before they are counted: a reader of the counts (the service's activity line)
         # then never reports a loop before its line is out
@@ -517,7 +517,7 @@ class TurnAssembler:
         try:
             step(summary)
         except Exception:
-            log.debug("loopwatch: turn not published", exc_info=True)
+            log.debug("turn not published", exc_info=True)
             self.sink.dropped(DROP_ERROR)
 
     def sweep(self) -> None:

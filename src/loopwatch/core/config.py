@@ -364,6 +364,8 @@ def _coerce(where: str, value: Any, kind: type) -> Any:
         return value
     if isinstance(value, bool):
         raise ConfigError(f"{where}: expected a number, got {value!r}")
+    if kind is int and isinstance(value, float):  # int() would truncate 3.5 to 3 unsaid
+        raise ConfigError(f"{where}: expected int, got {value!r}")
     try:
         return kind(value)
     except (TypeError, ValueError):
@@ -439,9 +441,8 @@ def config_file(
         return default if default.is_file() else None
     file = Path(explicit)
     if not file.is_file():
-        raise ConfigError(
-            f"{file}: no such file (from {'argument' if path else 'LOOPWATCH_CONFIG'})"
-        )
+        what = "is a directory, not a file" if file.is_dir() else "no such file"
+        raise ConfigError(f"{file}: {what} (from {'argument' if path else 'LOOPWATCH_CONFIG'})")
     return file
 
 

@@ -17,7 +17,7 @@ def log_loops(s: TurnSummary) -> None:
     for t in s.tools:
         for key, attempts in t.looping_keys:
             log.info(
-                "loopwatch: loop found: tool=%s key=%s attempts=%d service=%s agent=%s trace_id=%s",
+                "loop found: tool=%s key=%s attempts=%d service=%s agent=%s trace_id=%s",
                 t.tool,
                 key.short(),
                 attempts,
@@ -35,7 +35,7 @@ def log_loops(s: TurnSummary) -> None:
             else:
                 continue  # a repeat: its keys are logged above
             log.info(
-                "loopwatch: loop found: tool=%s %s_streak=%d%s service=%s agent=%s trace_id=%s",
+                "loop found: tool=%s %s_streak=%d%s service=%s agent=%s trace_id=%s",
                 t.tool,
                 kind,
                 streak,

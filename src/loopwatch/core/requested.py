@@ -60,7 +60,7 @@ def _requested(group: TurnGroup, sink: Sink) -> list[ToolCall]:
             sink.malformed(UNREADABLE_HISTORY)
             continue
         except Exception:  # a bad history completes nothing, and loses nothing else
-            log.debug("loopwatch: messages not read", exc_info=True)
+            log.debug("messages not read", exc_info=True)
             continue
         if conversation is not None:
             for call in conversation.calls(()):

@@ -18,6 +18,7 @@ from loopwatch.attach.processor import LoopwatchSpanProcessor
 from loopwatch.core.config import Config, ConfigError, load_config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.core.span_view import trace_hex
+from loopwatch.core.words import counted, plural
 from loopwatch.demo.emit import emit_turn, growing_history
 from loopwatch.demo.export import WatchedExporter, otlp_exporter
 from loopwatch.demo.scenarios import Turn, eleven_empty_searches, flaky, fourteen_tickets, healthy
@@ -29,7 +30,11 @@ DEMO_TOOLS = {
         identity=("customer_id", "order_id"),
         reviewed_parameters=("customer_id", "order_id", "summary"),
     ),
-    "search_orders": ToolDeclaration(result="rows"),
+    # a search is its whole arguments: a reworded query is another search (the no-rows streak
+    # catches the rewording loop)
+    "search_orders": ToolDeclaration(
+        identity=("*",), reviewed_parameters=("query", "customer_id"), result="rows"
+    ),
 }
 MODELS = ("gpt-4.1", "gpt-5-mini")  # the second one loops more often: the model switch
 
@@ -107,7 +112,8 @@ def _summary(tally: Tally, out: TextIO) -> None:
     out.write("  worst turns (key = tool/identity-hash/outcome; values are never shown)\n")
     for s in tally.worst:
         key = s.worst_key.short() if s.worst_key else "-"
-        out.write(f"    {s.max_attempts:>3} attempts  {key:<36} model={s.model} ")
+        attempts = plural(s.max_attempts, "attempt")
+        out.write(f"    {s.max_attempts:>3} {attempts:<8}  {key:<36} model={s.model} ")
         out.write(f"trace={trace_hex(s.trace_id)}\n")
     out.write("  loops found (tool, error class, kind: turns)\n")
     for (tool, error_class, kind), n in sorted(tally.loops.items()):
@@ -129,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         if exporter is None:
             return 2
     else:
-        tally = _attach_processor(config, provider, out)
+        tally = _attach_processor(config, provider, out, announce=not args.exit)
         if tally is None:
             return 1
     try:
@@ -141,12 +147,16 @@ def run(args: argparse.Namespace) -> int:
     if exporter is not None and exporter.failed.is_set():
         print(
             f"loopwatch demo: exporting spans to {args.otlp_endpoint} failed; "
-            f"{exporter.spans_lost} spans were not delivered. Is a Collector or "
-            "`loopwatch serve` listening there?",
+            f"{_lost(exporter.spans_lost)} not delivered. Is a Collector or `loopwatch serve` "
+            "listening there?",
             file=sys.stderr,
         )
         return 1
     return 0
+
+
+def _lost(spans: int) -> str:
+    return f"{counted(spans, 'span')} {plural(spans, 'was', 'were')}"
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -184,9 +194,12 @@ def _attach_exporter(
     return exporter
 
 
-def _attach_processor(config: Config, provider: TracerProvider, out: TextIO) -> Tally | None:
-    """The spans go to the in-process processor, /metrics served; None (said on stderr) when
-    the metrics address cannot be bound."""
+def _attach_processor(
+    config: Config, provider: TracerProvider, out: TextIO, announce: bool
+) -> Tally | None:
+    """The spans go to the in-process processor, /metrics served (its address said when
+    ``announce``: the server stays up); None (said on stderr) when the metrics address cannot
+    be bound."""
     tally = Tally(
         metrics_for(
             label_limit=config.label_limit,
@@ -205,9 +218,9 @@ def _attach_processor(config: Config, provider: TracerProvider, out: TextIO) -> 
             file=sys.stderr,
         )
         return None
-    out.write(
-        f"loopwatch demo: metrics on http://{config.metrics_host}:{config.metrics_port}/metrics\n"
-    )
+    if announce:
+        address = f"{config.metrics_host}:{config.metrics_port}"
+        out.write(f"loopwatch demo: metrics on http://{address}/metrics\n")
     return tally
 
 
@@ -245,5 +258,6 @@ def _emit(
         break
     if not args.exit and tally is not None:
         out.write("\nServing /metrics; press Ctrl-C to stop.\n")
+        out.flush()  # said now, not when the buffer fills: the demo waits here
         while True:
             time.sleep(3600)

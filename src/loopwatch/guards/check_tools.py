@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from loopwatch.core.config import Config, ConfigError, load_config
 from loopwatch.core.declarations import DeclarationError, ToolDeclaration, declaration_toml
+from loopwatch.core.words import counted
 from loopwatch.guards.sources import SourceError, ToolInfo, load
 from loopwatch.guards.starter import action_values, starter_toml, suggest_identity
 
@@ -194,7 +195,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     for line in problems:
         print(line, file=err)
     if problems:
-        print(f"{len(problems)} problem(s) in {len(checks)} tool(s)", file=err)
+        print(f"{counted(len(problems), 'problem')} in {counted(len(checks), 'tool')}", file=err)
         return 1
     print(table(checks), file=out)
     return 0

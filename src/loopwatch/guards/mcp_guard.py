@@ -40,7 +40,7 @@ from loopwatch.guards.breaker import BreakerTurn, LoopBreaker, Pending
 from loopwatch.guards.stores import StoreError
 from loopwatch.guards.terminal import TerminalResult
 
-log = logging.getLogger("loopwatch")
+log = logging.getLogger("loopwatch.mcp-guard")
 _TRACER = "loopwatch.mcp_guard"
 # result text kept on a span: enough for the error class and the no-rows reading
 _MAX_RESULT_CHARS = 4096
@@ -54,7 +54,11 @@ AGENT = "mcp-guard"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="loopwatch.toml to read (default: ./loopwatch.toml)")
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="loopwatch.toml (default: $LOOPWATCH_CONFIG or ./loopwatch.toml)",
+    )
     parser.add_argument(
         "--store",
         help="where the arbiter's keys live: memory, sqlite:///path.db or redis://host:port/db "
@@ -116,7 +120,7 @@ class Guard:
         try:
             config = self.config.with_tool_definitions(tools)
         except DeclarationError as e:
-            log.warning("loopwatch mcp-guard: x-loopwatch of the server's tools not read: %s", e)
+            log.warning("x-loopwatch of the server's tools not read: %s", e)
             return
         if config.schema_tools == self.config.schema_tools:
             return
@@ -378,7 +382,7 @@ class _IdleTimer:
         try:
             self._guard.end_turn()
         except Exception as e:  # never ends the session
-            log.error("loopwatch mcp-guard: turn not ended: %s", e, exc_info=True)
+            log.error("turn not ended: %s", e, exc_info=True)
 
 
 def _answer(guard: Guard, message: dict[str, Any]) -> dict[str, Any] | None:
@@ -387,7 +391,7 @@ def _answer(guard: Guard, message: dict[str, Any]) -> dict[str, Any] | None:
     try:
         return guard.request(message)
     except Exception as e:
-        log.error("loopwatch mcp-guard: tools/call forwarded unguarded: %s", e, exc_info=True)
+        log.error("tools/call forwarded unguarded: %s", e, exc_info=True)
         return None
 
 
@@ -436,7 +440,7 @@ async def _server_to_client(
             try:
                 guard.response(message)
             except Exception as e:  # the answer still reaches the client
-                log.error("loopwatch mcp-guard: outcome not recorded: %s", e, exc_info=True)
+                log.error("outcome not recorded: %s", e, exc_info=True)
             idle.touch()
         out.write(line)
 
@@ -462,7 +466,7 @@ async def _proxy(guard: Guard, command: list[str]) -> int:
     await asyncio.wait({reader}, timeout=_EXIT_GRACE_SECONDS)
     for task in (reader, writer):
         if task.done() and not task.cancelled() and task.exception() is not None:
-            log.error("loopwatch mcp-guard: %s", task.exception())
+            log.error("%s", task.exception())
     return code
 
 
@@ -473,7 +477,8 @@ def run(args: argparse.Namespace) -> int:
     if not command:
         print("loopwatch mcp-guard: give the MCP server to start after --", file=sys.stderr)
         return 2
-    logging.basicConfig(stream=sys.stderr, format="%(message)s")  # stdout is the MCP channel
+    # stdout is the MCP channel; the logger's name says what speaks
+    logging.basicConfig(stream=sys.stderr, format="%(name)s: %(message)s")
     try:
         config = load_config(args.config)
         arbiter = IdempotencyArbiter(config, store=args.store)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loopwatch.core.outcomes import EMPTY, OK
+from loopwatch.core.words import counted, plural
 
 STOPPED = "stopped"
 NO_ROWS_STOPPED = "no_rows_stopped"
@@ -133,8 +134,9 @@ def no_rows_stop(tool: str, streak: int) -> TerminalResult:
 
 def budget_stop(tool: str, budget: int) -> TerminalResult:
     message = (
-        f"STOPPED by loopwatch: {tool} was not run. The tool budget of this turn ({budget} calls) "
-        "is used up. Do not call tools again. Answer with what you have."
+        f"STOPPED by loopwatch: {tool} was not run. The tool budget of this turn "
+        f"({counted(budget, 'call')}) is used up. Do not call tools again. Answer with what you "
+        "have."
     )
     return TerminalResult(BUDGET_EXHAUSTED, tool, OK, budget, message)
 
@@ -150,8 +152,8 @@ def in_progress(tool: str) -> TerminalResult:
 def circuit_open(tool: str, error_class: str, duplicates: int) -> TerminalResult:
     message = (
         f"STOPPED by loopwatch: {tool} was not run. The same request was already made and "
-        f"{duplicates} duplicates of it were refused. Do not call it again. Report the first "
-        "outcome to the user."
+        f"{counted(duplicates, 'duplicate')} of it {plural(duplicates, 'was', 'were')} refused. "
+        "Do not call it again. Report the first outcome to the user."
     )
     if error_class == "timeout":
         message += " It timed out: it may have succeeded, and needs to be checked."

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from loopwatch.core.config import Config
+from loopwatch.core.words import counted
 from loopwatch.history.by_trace import GroupingError
 from loopwatch.history.replay import (
     Outcome,
@@ -157,6 +158,19 @@ def _marked(counts: Counter[str], known: set[str]) -> tuple[tuple[str, int, bool
     return tuple((v, n, v not in known) for v, n in counts.most_common())
 
 
+def known_models(baseline: Report, agent: str) -> set[str]:
+    """The baseline's models for ``agent``; for an agent the baseline lacks, all its models (an
+    agent seen first is no model change)."""
+    return baseline.models(agent) or baseline.models()
+
+
+def basis_note(cell: Cell) -> str:
+    """Why the baseline's share is not the tool's: what the baseline lacks."""
+    if cell.basis == AGENT:
+        return f"agent's turns: {cell.agent} never used {cell.tool} in the baseline"
+    return f"all turns: no turn of agent {cell.agent} in the baseline"
+
+
 def compare(baseline: Report, candidate: Report, alpha: float = DEFAULT_ALPHA) -> Comparison:
     tested = sorted(candidate.loops)
     threshold = alpha / max(1, len(tested))
@@ -189,12 +203,14 @@ def compare(baseline: Report, candidate: Report, alpha: float = DEFAULT_ALPHA) -
                 p,
                 threshold,
                 higher and p <= threshold,
-                _marked(models, baseline.models(agent)),
+                _marked(models, known_models(baseline, agent)),
                 _marked(versions, baseline.versions(tool)),
             )
         )
     new_models = sorted(
-        (agent, model) for agent, model in candidate.by_model if model not in baseline.models(agent)
+        (agent, model)
+        for agent, model in candidate.by_model
+        if model not in known_models(baseline, agent)
     )
     new_versions = sorted(
         {(tool, v) for _, tool, v in candidate.by_version if v not in baseline.versions(tool)}
@@ -220,7 +236,7 @@ def _attempts(dist: Counter[int] | None, threshold: int) -> str:
     over = sum(n for k, n in dist.items() if k >= threshold)
     return (
         f"{percentile(dist, 0.5)} / {percentile(dist, 0.9)} / {percentile(dist, 0.99)} / "
-        f"{max(dist)}; {_pct(over / total)} at >= {threshold} ({total} turns)"
+        f"{max(dist)}; {_pct(over / total)} at >= {threshold} ({counted(total, 'turn')})"
     )
 
 
@@ -229,15 +245,15 @@ def verdict_line(c: Comparison) -> str:
     if not regressions:
         tested = len(c.cells)
         return (
-            f"no regression: {tested} looping tool / error class / kind "
-            f"{'combination' if tested == 1 else 'combinations'} tested, none significantly "
+            f"no regression: {counted(tested, 'looping tool / error class / kind combination')} "
+            "tested, none significantly "
             f"above the baseline at alpha {c.alpha:g}"
         )
     parts = []
     for cell in regressions:
         parts.append(
             f"{cell.tool} {cell.error_class} {cell.kind} (agent {cell.agent}) loops in "
-            f"{cell.candidate_loops} of {cell.candidate_turns} turns "
+            f"{cell.candidate_loops} of {counted(cell.candidate_turns, 'turn')} "
             f"({_pct(cell.candidate_share)}) against {cell.baseline_loops} of "
             f"{cell.baseline_turns} ({_pct(cell.baseline_share)}), p = {_p(cell.p_value)}; "
             f"looping turns: {cell.changed()}"
@@ -260,7 +276,8 @@ def _rows(c: Comparison, threshold: int) -> list[tuple[str, str, str, str]]:
 
 
 def write_text(c: Comparison, out: TextIO, threshold: int) -> None:
-    out.write(f"baseline: {c.baseline.turns} turns; candidate: {c.candidate.turns} turns\n\n")
+    sides = f"baseline: {counted(c.baseline.turns, 'turn')}; candidate: "
+    out.write(f"{sides}{counted(c.candidate.turns, 'turn')}\n\n")
     out.write(
         "Loops: turns in which a key of the tool and error class looped, of the turns using "
         "the tool\n"
@@ -270,7 +287,7 @@ def write_text(c: Comparison, out: TextIO, threshold: int) -> None:
     if not c.cells:
         out.write("  none in the candidate\n")
     for cell in c.cells:
-        basis = "" if cell.basis == TOOL else f" ({cell.basis}, tool unused in baseline)"
+        basis = "" if cell.basis == TOOL else f" ({basis_note(cell)})"
         out.write(
             f"  {cell.agent:<12} {cell.tool:<18} {cell.error_class:<14} {cell.kind:<11} "
             f"baseline {cell.baseline_loops}/{cell.baseline_turns} "
@@ -304,7 +321,10 @@ def write_markdown(c: Comparison, out: TextIO, threshold: int) -> None:
     verdict = "❌ loop regression" if c.regressions else "✅ no loop regression"
     out.write(f"## loopwatch compare: {verdict}\n\n")
     out.write(f"{verdict_line(c)}\n\n")
-    out.write(f"Baseline {c.baseline.turns} turns, candidate {c.candidate.turns} turns. ")
+    out.write(
+        f"Baseline {counted(c.baseline.turns, 'turn')}, "
+        f"candidate {counted(c.candidate.turns, 'turn')}. "
+    )
     out.write(f"Test: {TEST_NAME}, alpha {c.alpha:g}.\n\n")
     out.write("| kind | what loops | baseline turns | candidate turns |\n|---|---|---|---|\n")
     for kind, meaning in LOOP_KINDS:

@@ -28,6 +28,7 @@ from typing import IO, Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from loopwatch.core.span_view import SpanView
+from loopwatch.core.words import counted
 from loopwatch.history.compressed import (
     GZIP_MAGIC,
     ZSTD_MAGIC,
@@ -542,7 +543,8 @@ class Reader:
         """One unit's spans, counted (and those rejected for invalid ids)."""
         if rejected:
             self.stats.rejected_spans += rejected
-            self.stats.note(f"{where}: {rejected} spans with an invalid trace or span id left out")
+            dropped = counted(rejected, "span")
+            self.stats.note(f"{where}: {dropped} with an invalid trace or span id left out")
         self.stats.units += 1
         self.stats.spans += len(spans)
         return spans

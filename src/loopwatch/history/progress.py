@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import TextIO
 
+from loopwatch.core.words import counted
 from loopwatch.history.formats import ReadStats
 
 _PROGRESS_SECONDS = 0.5
@@ -49,14 +50,16 @@ class Progress:
         rate = self.stats.spans / max(now - self.started, 1e-9)
         mib = self.stats.bytes_read / (1 << 20)
         self._show(
-            f"reading {self.file}: {self.stats.spans:,} spans, {mib:,.1f} MiB read, "
+            f"reading {self.file}: {counted(self.stats.spans, 'span', grouped=True)}, "
+            f"{mib:,.1f} MiB read, "
             f"{rate:,.0f} spans/s"
         )
 
     def sorting(self, bucket: int, buckets: int) -> None:
         """Grouping by trace: before each bucket is sorted."""
         if self._due() is not None:
-            self._show(f"grouping {self.stats.spans:,} spans by trace: bucket {bucket}/{buckets}")
+            spans = counted(self.stats.spans, "span", grouped=True)
+            self._show(f"grouping {spans} by trace: bucket {bucket}/{buckets}")
 
     def replaying(self, spans: int) -> None:
         """The second pass: after each chunk of traces went through the pipeline."""
@@ -66,7 +69,8 @@ class Progress:
         if now is None:
             return
         rate = spans / max(now - self._replay_started, 1e-9)
-        self._show(f"replaying: {spans:,} of {self.stats.spans:,} spans, {rate:,.0f} spans/s")
+        total = counted(self.stats.spans, "span", grouped=True)
+        self._show(f"replaying: {spans:,} of {total}, {rate:,.0f} spans/s")
 
     def done(self) -> None:
         if self.out is not None and self.shown:

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 from loopwatch.core.config import Config, ConfigError, load_config
 from loopwatch.core.sink import Sink
+from loopwatch.core.words import counted, plural
 from loopwatch.history.by_trace import DEFAULT_LIMITS, Grouping, GroupingError, Limits, Trace
 from loopwatch.history.formats import AUTO, FORMATS, Reader, ReadStats
 from loopwatch.history.progress import Progress
@@ -221,20 +222,20 @@ def input_lines(outcome: Outcome, name: str = "") -> list[str]:
     lines.extend(f"{prefix}{note}" for note in stats.notes)
     if replay.rootless:
         lines.append(
-            f"{prefix}{replay.rootless} traces had no root span in the input (a parent span "
-            "missing): their turns were finalized with the spans the input holds, counted as "
-            "cut short (turns evicted: shutdown)"
+            f"{prefix}{counted(replay.rootless, 'trace')} had no root span in the input (a "
+            "parent span missing): their turns were finalized with the spans the input holds, "
+            "counted as cut short (turns evicted: shutdown)"
         )
     idle = report.evicted.get("idle", 0)
     if idle:
         lines.append(
-            f"{prefix}{idle} hand-rolled turns were finalized after the idle timeout of span "
-            "time (the model's answer never came)"
+            f"{prefix}{counted(idle, 'hand-rolled turn')} {plural(idle, 'was', 'were')} "
+            "finalized after the idle timeout of span time (the model's answer never came)"
         )
     if report.late_spans:
         lines.append(
-            f"{prefix}{report.late_spans} model calls came after their hand-rolled turn had "
-            "ended (its answer came before them): counted as late spans"
+            f"{prefix}{counted(report.late_spans, 'model call')} came after their hand-rolled "
+            "turn had ended (its answer came before them): counted as late spans"
         )
     return lines
 
@@ -243,8 +244,10 @@ def read_summary(outcome: Outcome) -> str:
     stats = outcome.stats
     rate = stats.spans / outcome.cpu_seconds if outcome.cpu_seconds > 0 else 0.0
     return (
-        f"{stats.files_read} of {stats.files} files, {stats.units:,} requests, "
-        f"{stats.spans:,} spans ({stats.skipped} skipped), {outcome.report.turns:,} turns; "
+        f"{stats.files_read} of {counted(stats.files, 'file')}, "
+        f"{counted(stats.units, 'request', grouped=True)}, "
+        f"{counted(stats.spans, 'span', grouped=True)} ({stats.skipped} skipped), "
+        f"{counted(outcome.report.turns, 'turn', grouped=True)}; "
         f"{outcome.seconds:.1f} s, {rate:,.0f} spans per CPU-second"
     )
 

@@ -20,6 +20,7 @@ from loopwatch.core.summary import (
     SAME_RESULT,
     TurnSummary,
 )
+from loopwatch.core.words import plural
 
 WORST_KEPT = 10
 # The kinds of loop, in the order reports list them, each with what it means in a few words.
@@ -263,7 +264,8 @@ class Report:
             out.write(f"    {agent:<14} {tool:<18} {version or '-':<9} {_dist_text(dist)}\n")
         out.write("  worst turns (key = tool/identity-hash/outcome; values are never shown)\n")
         for w in self.worst_turns():
-            out.write(f"    {w.max_attempts:>3} attempts  {w.key:<36} agent={w.agent} ")
+            attempts = plural(w.max_attempts, "attempt")
+            out.write(f"    {w.max_attempts:>3} {attempts:<8}  {w.key:<36} agent={w.agent} ")
             out.write(f"model={w.model} trace={w.trace_id}\n")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loopwatch.core.words import counted
 from loopwatch.metrics.exporter import LoopwatchMetrics
 
 
@@ -34,4 +35,5 @@ class Activity:
         self.last = now
         if not (spans or turns or loops):
             return None
-        return f"{spans} spans, {turns} turns, {loops} loops since the last summary"
+        counts = (counted(spans, "span"), counted(turns, "turn"), counted(loops, "loop"))
+        return f"{', '.join(counts)} since the last summary"

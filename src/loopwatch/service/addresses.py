@@ -14,8 +14,10 @@ class BindError(OSError):
 def split_address(address: str, what: str) -> tuple[str, int]:
     """``"127.0.0.1:4318"`` -> ``("127.0.0.1", 4318)``; ``[::1]:4318`` for IPv6."""
     host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
+    if not sep or not host or not port.isdigit():
         raise ConfigError(f"{what}: expected HOST:PORT, got {address!r}")
+    if int(port) > 65535:
+        raise ConfigError(f"{what}: port {int(port)} is out of range (0-65535) in {address!r}")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return host, int(port)

@@ -64,6 +64,15 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes:
     return out
 
 
+def unsupported_media(content_type: str, encoding: str) -> str:
+    """What is unsupported about a request's content type and encoding ("" when nothing is)."""
+    if content_type not in (PROTOBUF, JSON):
+        return f"unsupported content type {content_type!r}; send {PROTOBUF} or {JSON}"
+    if encoding not in _IDENTITY and encoding not in _WBITS:
+        return f"unsupported Content-Encoding {encoding!r}; send gzip, deflate or identity"
+    return ""
+
+
 def refusal(
     http: int, rpc: int, message: str, content_type: str, headers: dict[str, str] | None = None
 ) -> Answer:
@@ -88,6 +97,8 @@ def _encode(response: Any, content_type: str) -> bytes:
 def _accept_json(pipeline: Pipeline, raw: bytes) -> Any:
     if not pipeline.has_room(1):  # a full queue refuses before the decoding, as for protobuf
         raise Overloaded(OVERLOADED_MESSAGE)
+    if not raw:  # no body is an empty export, as for protobuf
+        return accept_views(pipeline, [], 0)
     read = decode_json(raw)  # or RequestError: what is wrong with it
     return accept_views(pipeline, read.spans, read.rejected)
 
@@ -106,7 +117,7 @@ def decode(pipeline: Pipeline, content_type: str, encoding: str, body: bytes, li
     except Overloaded as e:
         return refusal(503, code_pb2.UNAVAILABLE, str(e), content_type, {"Retry-After": "1"})
     except Exception:
-        log.exception("loopwatch: OTLP/HTTP request not decoded")
+        log.exception("OTLP/HTTP request not decoded")
         return refusal(500, code_pb2.INTERNAL, "internal error", content_type)
 
 
@@ -147,15 +158,10 @@ class _Export(Request):
             self.refused = Answer(404, _USAGE)
         elif self.method != "POST":
             self.refused = Answer(405, _USAGE, headers={"Allow": "POST"})
-        elif self.content_type not in (PROTOBUF, JSON) or (
-            self.encoding not in _IDENTITY and self.encoding not in _WBITS
-        ):
-            what = (
-                f"content type {self.content_type!r}"
-                if self.encoding in _IDENTITY
-                else self.encoding
-            )
-            self.refused = Answer(415, f"unsupported {what}; send {PROTOBUF} or {JSON}\n".encode())
+        else:
+            unsupported = unsupported_media(self.content_type, self.encoding)
+            if unsupported:
+                self.refused = Answer(415, (unsupported + "\n").encode())
 
     def data_received(self, chunk: bytes) -> None:
         if self.refused is not None:

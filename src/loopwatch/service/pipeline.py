@@ -150,7 +150,7 @@ class Pipeline:
         try:
             fn()
         except Exception:
-            log.debug("loopwatch: internal error", exc_info=True)
+            log.debug("internal error", exc_info=True)
             with contextlib.suppress(Exception):
                 self.sink.dropped(DROP_ERROR)
 
@@ -163,7 +163,7 @@ class Pipeline:
             try:
                 records.append(read_span(span, config))
             except Exception:
-                log.debug("loopwatch: span not read", exc_info=True)
+                log.debug("span not read", exc_info=True)
                 records.append(None)
                 with contextlib.suppress(Exception):
                     self.sink.dropped(DROP_ERROR)
@@ -182,7 +182,7 @@ class Pipeline:
                 if span.parent_id is not None and (span.extra or type(record) in _MAY_WATCH):
                     self._watch_process_root(span, record)
             except Exception:
-                log.debug("loopwatch: span not read", exc_info=True)
+                log.debug("span not read", exc_info=True)
                 with contextlib.suppress(Exception):
                     self.sink.dropped(DROP_ERROR)
         self._safe(self._assembler.publish)

@@ -14,6 +14,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from loopwatch.core.config import Config, ConfigError, config_file, load_config
+from loopwatch.core.words import counted
 
 if TYPE_CHECKING:
     from loopwatch.service.app import Addresses, Service
@@ -52,25 +53,19 @@ def raise_open_files(needed: int) -> int:
     return soft
 
 
-_CORE_PREFIX = "loopwatch: "
-
-
-class _NamedOnce(logging.Formatter):
-    """The core's messages begin "loopwatch: " for hosts whose format shows no logger name;
-    this format shows it, so the prefix is left out ("INFO loopwatch: loop found: ...")."""
-
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        if record.message.startswith(_CORE_PREFIX):  # only there, never inside a message
-            short = record.message[len(_CORE_PREFIX) :]
-            record = logging.makeLogRecord({**record.__dict__, "message": short})
-        return super().formatMessage(record)
-
-
 def tune_collector() -> None:
     """Freeze what is loaded and collect young objects less often (GC_THRESHOLDS)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+
+
+def log_level(value: str) -> str:
+    """``--log-level``'s value in upper case; argparse's error echoes it as given."""
+    if value.upper() not in LOG_LEVELS:
+        levels = ", ".join(LOG_LEVELS)
+        raise argparse.ArgumentTypeError(f"{value!r} is not a log level; choose from {levels}")
+    return value.upper()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -93,7 +88,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"/metrics, /healthz, /readyz (default {Config.metrics_host}:{Config.metrics_port})",
     )
     parser.add_argument(
-        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="any case"
+        "--log-level",
+        default="INFO",
+        type=log_level,
+        metavar="LEVEL",
+        help=f"{', '.join(LOG_LEVELS)}, in any case (default INFO)",
     )
     parser.add_argument(
         "--summary-seconds",
@@ -111,7 +110,7 @@ def _fail(message: str, code: int) -> int:
 
 def run(args: argparse.Namespace) -> int:
     handler = logging.StreamHandler()
-    handler.setFormatter(_NamedOnce("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=args.log_level, handlers=[handler])
     try:
         from prometheus_client import REGISTRY
@@ -147,9 +146,9 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(e), EXIT_START)
     tune_collector()
     log.info(
-        "config: %s (%d tool declarations)",
+        "config: %s (%s)",
         file.resolve() if file is not None else "none, defaults",
-        len(config.tools),
+        counted(len(config.tools), "tool declaration"),
     )
     log.info(
         "listening: otlp-grpc=%s otlp-http=%s metrics=%s (grace %.1fs, idle %.0fs)",
@@ -198,7 +197,6 @@ def _serve_until(stop: threading.Event, service: Service, summary_seconds: float
         return EXIT_START
     assert service.pipeline is not None
     rooted, rootless = service.pipeline.finished_at_stop
-    log.info(
-        "stopped: finalized %d open traces (%d without their root)", rooted + rootless, rootless
-    )
+    finalized = counted(rooted + rootless, "open trace")
+    log.info("stopped: finalized %s (%d without their root)", finalized, rootless)
     return 0
