@@ -273,20 +273,25 @@ def _by_tool(layout: Layout) -> None:
     layout.add(_loop_tokens(), 12, 8)
 
 
-def _duplicate_side_effects() -> timeseries.Panel:
-    return ts(
+DUPLICATES = f'{LOOPS.name}{{{T},kind="duplicate"}}'
+
+
+def _duplicate_side_effects() -> table.Panel:
+    return data_table(
         "Duplicate side effects by tool",
-        "Turns per second in which a write (a tool that creates, sends, books, pays, "
-        'refunds, deletes...: declared effect = "write", an MCP tool not marked read-only, '
-        "or a verb of its name) succeeded again on an identity that had already succeeded in "
-        "the same turn: the side effect happened twice (two tickets, two refunds, two "
-        "messages). A write's answer is never read as progress, so a fresh ticket id does not "
-        "hide it. Healthy is zero; any line here is money or trust lost.",
+        "Turns in the selected range in which a write (a tool that creates, sends, books, "
+        "pays, refunds, deletes...: declared effect = \"write\", an MCP tool not marked "
+        "read-only, or the first verb of its name) succeeded again on an identity that had "
+        "already succeeded in the same turn: the side effect happened twice (two tickets, two "
+        "refunds, two messages). A write's answer is never read as progress, so a fresh ticket "
+        "id does not hide it. Healthy is an empty table; every row is money or trust lost.",
         "short",
         [
             Query(
-                f'sum by (tool) (rate({LOOPS.name}{{{T},kind="duplicate"}}[{RATE}])) > 0',
-                legend="{{tool}}",
+                "sort_desc(sum by (tool, agent) "
+                f"({in_range(DUPLICATES)}) > 0)",
+                instant=True,
+                table=True,
             )
         ],
     )

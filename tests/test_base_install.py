@@ -156,7 +156,8 @@ def test_compare_runs(refused: str, stored: dict[str, Path]) -> None:
 def test_demo_runs(refused: str) -> None:
     done = run(refused, "demo", "--exit")
     assert done.returncode == 0, done.stderr
-    assert "create_ticket    timeout            repeat   27" in done.stdout
+    assert "create_ticket    timeout            repeat      27" in done.stdout
+    assert "book_meeting     ok                 duplicate   1" in done.stdout
 
 
 def test_serve_names_its_extra(refused: str) -> None:

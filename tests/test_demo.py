@@ -29,15 +29,18 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_demo_finds_both_incidents_and_exits(tmp_path: Path) -> None:
+def test_demo_finds_the_three_incidents_and_exits(tmp_path: Path) -> None:
     out = run("--exit", "--turns", "40", "--metrics-address", "127.0.0.1:0", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     text = out.stdout
-    assert "model gpt-4.1: 42/42 turns (100%)" in text  # progress, incidents included
-    assert "turns finished        82" in text
+    assert "model gpt-4.1: 43/43 turns (100%)" in text  # progress, incidents included
+    assert "turns finished        83" in text
     worst = next(line for line in text.splitlines() if "attempts  create_ticket/" in line)
     assert worst.split()[0] == "14" and worst.split()[2].endswith("/timeout")
-    assert "search_orders    ok                 no_rows  1" in text
+    booked = next(line for line in text.splitlines() if "attempts  book_meeting/" in line)
+    assert booked.split()[0] == "5" and booked.split()[2].endswith("/ok")
+    assert "search_orders    ok                 no_rows     1" in text
+    assert "book_meeting     ok                 duplicate   1" in text
     # values never shown: no customer, order or summary text
     assert "c_40912" not in text and "88214" not in text and "boots" not in text
 
@@ -49,14 +52,14 @@ def test_demo_exit_prints_progress_then_the_summary_and_nothing_else(tmp_path: P
     assert (out.returncode, out.stderr) == (0, "")
     progress, summary = out.stdout.split("\n\nSummary\n")
     assert progress.splitlines() == [
-        *(f"  model gpt-4.1: {n}/42 turns ({100 * n // 42}%)" for n in FIRST_MODEL_STEPS),
+        *(f"  model gpt-4.1: {n}/43 turns ({100 * n // 43}%)" for n in FIRST_MODEL_STEPS),
         *(f"  model gpt-5-mini: {n}/40 turns ({100 * n // 40}%)" for n in SECOND_MODEL_STEPS),
     ]
-    assert summary.splitlines()[0] == "  turns finished        82"
+    assert summary.splitlines()[0] == "  turns finished        83"
 
 
 # the turns after which the progress line is written: every 10% and the last
-FIRST_MODEL_STEPS = (1, 6, 11, 16, 21, 26, 30, 35, 40, 42)
+FIRST_MODEL_STEPS = (1, 6, 10, 15, 19, 24, 28, 33, 37, 42, 43)
 SECOND_MODEL_STEPS = (1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 40)
 
 

@@ -6,6 +6,8 @@ breaker counts a write's successes as attempts, as the monitor does."""
 
 from __future__ import annotations
 
+import logging
+import re
 from functools import partial
 from typing import Any
 
@@ -118,6 +120,19 @@ def test_a_write_that_succeeds_again_is_a_duplicate(
     past = sum(c.elapsed_ms for c in turn.calls[3:]) / 1000
     assert p.value("loopwatch_over_cap_seconds_total", tool=tool) == pytest.approx(past)
     p.processor.shutdown()
+
+
+def test_the_loop_line_says_duplicate(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="loopwatch")
+    p = _run(five_bookings(), "genai")
+    p.processor.shutdown()
+    (line,) = [r.getMessage() for r in caplog.records if "loop found" in r.getMessage()]
+    assert re.fullmatch(
+        r"loop found: tool=book_meeting key=book_meeting/[0-9a-f]{8}/ok attempts=5 "
+        r"kind=duplicate service=support-agent agent=office trace_id=[0-9a-f]{32}",
+        line,
+    )
+    assert "4B" not in line and "Q2" not in line
 
 
 @pytest.mark.parametrize("make", [five_bookings, _refunds], ids=["book_meeting", "refund_payment"])

@@ -39,7 +39,12 @@ from loopwatch import LoopwatchSpanProcessor
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import emit_turn, growing_history
-from loopwatch.demo.scenarios import eleven_empty_searches, fourteen_tickets, healthy
+from loopwatch.demo.scenarios import (
+    eleven_empty_searches,
+    five_bookings,
+    fourteen_tickets,
+    healthy,
+)
 from testkit.serve_process import free_port
 from tests.support.helpers import require_tool
 
@@ -64,9 +69,10 @@ LEGITIMATELY_EMPTY = {
     "'Turns with a failing loop (per minute)' A": "no failing loop in the scenarios",
 }
 # A fresh install: the history-relative alerts (new loop pattern, new model, regressions) wait
-# for history; the severe-loop and no-rows alerts work from the first minute.
+# for history; the severe-loop, duplicate and no-rows alerts work from the first minute.
 EXPECTED_ALERTS = {
     "LoopwatchSevereLoop": "critical",
+    "LoopwatchDuplicateSideEffect": "critical",
     "LoopwatchNoRowsStreak": "warning",
 }
 
@@ -355,10 +361,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         )
         abandoned.end(end_time=time.time_ns())  # its root arrives after eviction: a late span
 
-        # the two incidents: fourteen timed-out tickets, eleven empty searches
+        # the incidents: fourteen timed-out tickets, eleven empty searches, five bookings
         incidents_at = time.time()
         t = emit_turn(tracer, fourteen_tickets(), time.time_ns(), usage=growing_history)
-        emit_turn(tracer, eleven_empty_searches(), t, usage=growing_history)
+        t = emit_turn(tracer, eleven_empty_searches(), t, usage=growing_history)
+        emit_turn(tracer, five_bookings(agent="support"), t, usage=growing_history)
         assert processor.force_flush(10_000)
         ticket_traces = {
             s.context.trace_id
@@ -424,7 +431,7 @@ def test_alerts_fire_in_prometheus_and_reach_the_webhook_through_alertmanager(
 def test_every_rule_evaluates_without_error(stack: Stack) -> None:
     data = _get(f"{stack.prometheus}/api/v1/rules")
     rules = [r for g in data["data"]["groups"] for r in g["rules"]]
-    assert len(rules) == 19
+    assert len(rules) == 20
     # the hourly baseline group may not have run yet ("unknown"); nothing may be in error
     assert [(r["name"], r.get("lastError")) for r in rules if r["health"] == "err"] == []
     assert sum(r["health"] == "ok" for r in rules) >= 13
@@ -464,6 +471,8 @@ def test_exact_numbers_reach_prometheus(stack: Stack) -> None:
 
     assert value('sum(loopwatch_repeat_calls_total{error_class="timeout"})') == 13
     assert value('sum(loopwatch_loops_total{kind="no_rows", tool="search_orders"})') == 1
+    assert value('sum(loopwatch_loops_total{kind="duplicate", tool="book_meeting"})') == 1
+    assert value('sum(loopwatch_repeat_calls_total{error_class="ok", tool="book_meeting"})') == 4
     assert value('sum(loopwatch_no_rows_streak_sum{tool="search_orders"})') == 11
     assert value("histogram_quantile(1, sum by (le) (loopwatch_turn_max_attempts_bucket))") == 16
     assert value('sum(loopwatch_guard_decisions_total{decision="stopped"})') == 1
@@ -486,13 +495,15 @@ def test_overview_stats_count_the_incidents_exactly(stack: Stack) -> None:
         (sample,) = stack.query(expand(overview[title], {"$__range": "5m"}))
         return float(sample["value"][1])
 
-    assert stat("Duplicate calls") == 13
-    assert round(stat("Seconds past the cap"), 3) == 330.088
+    # the thirteen repeated tickets and the four repeated bookings
+    assert stat("Duplicate calls") == 13 + 4
+    # the tickets' eleven calls past the cap, and the bookings' two (430 and 440 ms)
+    assert round(stat("Seconds past the cap"), 3) == round(330.088 + 0.87, 3)
     assert stat("Max attempts per turn") == 16
     # Prometheus is younger than the range, so every turn counts: 30 healthy, the guarded one,
-    # the one without arguments, 6 of many agents, the evicted one and the two incidents; only
-    # the fourteen tickets looped on one key
-    assert round(stat("Turns with a loop"), 9) == round(1 / 41, 9)
+    # the one without arguments, 6 of many agents, the evicted one and the three incidents;
+    # the fourteen tickets and the five bookings looped on one key
+    assert round(stat("Turns with a loop"), 9) == round(2 / 42, 9)
 
 
 def test_exemplars_carry_the_trace_id_of_the_fourteen_tickets_turn(stack: Stack) -> None:

@@ -59,7 +59,7 @@ def _learning(original: Callable[..., Any]) -> Callable[..., Any]:
                 t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools
             )
         except Exception as e:
-            log.debug("loopwatch: could not read an MCP tool list: %s", e)
+            log.debug("could not read an MCP tool list: %s", e)
         return result
 
     setattr(list_tools, _MARK, True)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import logging
 
+from loopwatch.core.outcomes import OK
 from loopwatch.core.span_view import trace_hex
-from loopwatch.core.summary import FAILING, NO_ROWS, SAME_RESULT, TurnSummary
+from loopwatch.core.summary import DUPLICATE, FAILING, NO_ROWS, SAME_RESULT, TurnSummary
 
 log = logging.getLogger("loopwatch")
 
@@ -15,12 +16,14 @@ def log_loops(s: TurnSummary) -> None:
     if not log.isEnabledFor(logging.INFO):
         return
     for t in s.tools:
+        duplicate = (OK, DUPLICATE) in t.loops
         for key, attempts in t.looping_keys:
             log.info(
-                "loop found: tool=%s key=%s attempts=%d service=%s agent=%s trace_id=%s",
+                "loop found: tool=%s key=%s attempts=%d%s service=%s agent=%s trace_id=%s",
                 t.tool,
                 key.short(),
                 attempts,
+                " kind=duplicate" if duplicate and key.outcome == OK else "",
                 s.service,
                 s.agent,
                 trace_hex(s.trace_id),

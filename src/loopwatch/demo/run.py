@@ -21,7 +21,14 @@ from loopwatch.core.span_view import trace_hex
 from loopwatch.core.words import counted, plural
 from loopwatch.demo.emit import emit_turn, growing_history
 from loopwatch.demo.export import WatchedExporter, otlp_exporter
-from loopwatch.demo.scenarios import Turn, eleven_empty_searches, flaky, fourteen_tickets, healthy
+from loopwatch.demo.scenarios import (
+    Turn,
+    eleven_empty_searches,
+    five_bookings,
+    flaky,
+    fourteen_tickets,
+    healthy,
+)
 from loopwatch.demo.tally import Tally
 from loopwatch.metrics.exporter import metrics_for
 
@@ -34,6 +41,12 @@ DEMO_TOOLS = {
     # catches the rewording loop)
     "search_orders": ToolDeclaration(
         identity=("*",), reviewed_parameters=("query", "customer_id"), result="rows"
+    ),
+    # a booking is its room and hour: a reworded title books the same meeting again
+    "book_meeting": ToolDeclaration(
+        identity=("room", "start"),
+        reviewed_parameters=("room", "start", "title"),
+        effect="write",
     ),
 }
 MODELS = ("gpt-4.1", "gpt-5-mini")  # the second one loops more often: the model switch
@@ -83,6 +96,7 @@ def script(rng: random.Random, turns: int, model: str, phase: int) -> list[Turn]
     if phase == 0:
         out.insert(turns // 2, fourteen_tickets(model))
         out.insert(turns // 3, eleven_empty_searches(model))
+        out.insert(turns // 4, five_bookings(model))
     return out
 
 
@@ -117,7 +131,7 @@ def _summary(tally: Tally, out: TextIO) -> None:
         out.write(f"trace={trace_hex(s.trace_id)}\n")
     out.write("  loops found (tool, error class, kind: turns)\n")
     for (tool, error_class, kind), n in sorted(tally.loops.items()):
-        out.write(f"    {tool:<16} {error_class:<18} {kind:<8} {n}\n")
+        out.write(f"    {tool:<16} {error_class:<18} {kind:<11} {n}\n")
 
 
 def run(args: argparse.Namespace) -> int:
