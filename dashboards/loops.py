@@ -280,7 +280,7 @@ def _duplicate_side_effects() -> table.Panel:
     return data_table(
         "Duplicate side effects by tool",
         "Turns in the selected range in which a write (a tool that creates, sends, books, "
-        "pays, refunds, deletes...: declared effect = \"write\", an MCP tool not marked "
+        'pays, refunds, deletes...: declared effect = "write", an MCP tool not marked '
         "read-only, or the first verb of its name) succeeded again on an identity that had "
         "already succeeded in the same turn: the side effect happened twice (two tickets, two "
         "refunds, two messages). A write's answer is never read as progress, so a fresh ticket "
@@ -288,8 +288,7 @@ def _duplicate_side_effects() -> table.Panel:
         "short",
         [
             Query(
-                "sort_desc(sum by (tool, agent) "
-                f"({in_range(DUPLICATES)}) > 0)",
+                f"sort_desc(sum by (tool, agent) ({in_range(DUPLICATES)}) > 0)",
                 instant=True,
                 table=True,
             )
