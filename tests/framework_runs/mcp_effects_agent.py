@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import REGISTRY
 
 import loopwatch
+from tests.framework_runs.common import samples
 
 SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_effects" / "server.py"
 CALLS = [
@@ -46,13 +47,7 @@ def main(out: str) -> None:
     asyncio.run(drive())
     processor.force_flush()
     processor.shutdown()
-    samples = [
-        (s.name, s.labels, s.value)
-        for metric in REGISTRY.collect()
-        if metric.name.startswith("loopwatch")
-        for s in metric.samples
-    ]
-    Path(out).write_text(json.dumps(samples), encoding="utf-8")
+    Path(out).write_text(json.dumps(samples(REGISTRY)), encoding="utf-8")
 
 
 if __name__ == "__main__":
