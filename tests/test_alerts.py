@@ -34,6 +34,7 @@ RUNBOOK = ALERTS / "runbook.md"
 # Every alert loopwatch ships (docs/stack.md's table), by the question it answers.
 REQUIRED = {
     "LoopwatchSevereLoop": "a turn reached >= 6 attempts on one key",
+    "LoopwatchDuplicateSideEffect": "a write succeeded twice on one identity in a turn",
     "LoopwatchAttemptsP99AboveOne": "p99 of max attempts per turn above 1, sustained",
     "LoopwatchNewLoopPattern": "tool + error class + kind not seen in the previous 7 days",
     "LoopwatchModelLoopShareRegression": "a model loops more than its own baseline predicts",
@@ -74,7 +75,7 @@ def test_promtool_check_rules_with_lint() -> None:
     done = run(promtool, "check", "rules", "--lint=all", "--lint-fatal", *map(str, RULE_FILES))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS: 4 rules found" in done.stdout
-    assert "SUCCESS: 15 rules found" in done.stdout
+    assert "SUCCESS: 16 rules found" in done.stdout
 
 
 # -- generated from one config -------------------------------------------------------------------
