@@ -151,7 +151,9 @@ class TurnAssembler:
 
     @property
     def open_turns(self) -> int:
-        return len(self._traces) + len(self._conversations)
+        """Every trace that waits: open traces, open conversations, held lone tool calls."""
+        conversations = self._conversations
+        return len(self._traces) + len(conversations) + conversations.held()
 
     def holds(self, trace_id: int) -> bool:
         """Whether the trace is open here (neither finalized nor evicted yet)."""
@@ -412,8 +414,8 @@ class TurnAssembler:
         """A lone tool call (no turn span, no model call: a trace of its own, as in a
         hand-rolled loop) that an open conversation asked for: counted there, its outcome
         deciding the call's, not as a turn of its own. One no open conversation asked for
-        waits (``may_wait``: its trace was not evicted) for the model call that asks for it
-        (core.conversations)."""
+        waits (``may_wait``: its trace was not evicted) for the model call that asks for it,
+        ``grace_seconds`` at most (core.conversations)."""
         if len(group.calls) != 1 or group.turn is not None or group.llms:
             return False
         conversations = self._conversations
@@ -521,8 +523,10 @@ class TurnAssembler:
             self.sink.dropped(DROP_ERROR)
 
     def sweep(self) -> None:
-        """Finalize traces idle for longer than the idle timeout."""
-        deadline = self.clock() - self.config.idle_timeout_seconds
+        """Finalize traces idle for longer than the idle timeout, and count the lone tool calls
+        no model call asked for within the grace as turns of their own."""
+        now = self.clock()
+        deadline = now - self.config.idle_timeout_seconds
         while self._traces:
             trace_id, trace = next(iter(self._traces.items()))
             if trace.last_seen > deadline:
@@ -531,7 +535,9 @@ class TurnAssembler:
         if self._conversations:
             self._conversations_done(self._conversations.sweep(deadline), EVICT_IDLE)
         if self._conversations.held():
-            for held in self._conversations.release(deadline):
+            # the grace a root span gets in serve: a model call that asked for the tool comes
+            # well within it, in process (it ended first) as from another exporter's batch
+            for held in self._conversations.release(now - self.config.grace_seconds):
                 self._let_go(held)
             self._sync_conversation_bytes()
         self.publish()
