@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import weakref
@@ -52,6 +53,9 @@ def _attach(provider: Any, config: Config) -> LoopwatchSpanProcessor:
             if hasattr(provider, "add_span_processor"):
                 _attached[provider] = processor
                 provider.add_span_processor(processor)
+                # at exit the open turns are counted and the summary logged, whether or not
+                # the provider shuts its processors down then (the SDK's does, unless told not)
+                atexit.register(processor.shutdown)
             else:
                 log.warning(
                     "loopwatch: the global tracer provider (%s) is not an SDK TracerProvider; "

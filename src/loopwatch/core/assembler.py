@@ -24,6 +24,7 @@ from loopwatch.core.records import (
     UnreadableHistory,
 )
 from loopwatch.core.requested import complete, needs_completing
+from loopwatch.core.run_tally import RunTally
 from loopwatch.core.sink import Sink
 from loopwatch.core.summary import TurnSummary, summarize
 from loopwatch.core.turns import TurnGroup, split_turns
@@ -148,6 +149,7 @@ class TurnAssembler:
         self.buffered_bytes = 0  # estimated, over every open trace (config.buffer_bytes)
         self._conversations = Conversations(config.max_open_turns, config.max_spans_per_turn)
         self._conversation_bytes = 0  # the conversations' part of buffered_bytes
+        self.tally = RunTally()  # every turn published: the line logged at shutdown
 
     @property
     def open_turns(self) -> int:
@@ -513,6 +515,7 @@ class TurnAssembler:
             self._each(log_loops, summary)
         for summary in summaries:
             self._each(sink.turn, summary)
+            self._each(self.tally.add, summary)
 
     def _each(self, step: Callable[[TurnSummary], None], summary: TurnSummary) -> None:
         """One turn's step of publish: a failure loses that step of that turn only."""
