@@ -36,8 +36,9 @@ def first_screen_block(readme: str) -> list[str]:
 def test_the_readme_gives_the_two_commands_first_and_one_per_example() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert first_screen_block(readme) == ["scripts/demo", "scripts/test"]
+    lines = readme.splitlines()
     for name in EXAMPLES:
-        assert f"`scripts/example {name}`" in readme or f"scripts/example {name}\n" in readme, name
+        assert f"scripts/example {name}" in lines, name
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "exec scripts/test" in ci
 
