@@ -28,6 +28,14 @@ import logging
 
 logging.basicConfig(level=logging.INFO)
 
+import os
+
+if os.environ.get("OWN_PROVIDER"):  # one that does not shut its processors down at exit
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    trace.set_tracer_provider(TracerProvider(shutdown_on_exit=False))
+
 import loopwatch
 
 loopwatch.instrument()
@@ -90,14 +98,19 @@ TRACE = "[0-9a-f]{32}"
 KEY = "create_ticket/22562c0f/timeout"
 
 
-def test_at_exit_the_open_turn_is_counted_and_the_summary_logged(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "own_provider", ["", "1"], ids=["set-by-instrument", "shutdown_on_exit-off"]
+)
+def test_at_exit_the_open_turn_is_counted_and_the_summary_logged(
+    tmp_path: Path, own_provider: str
+) -> None:
     script = tmp_path / "app.py"
     script.write_text(textwrap.dedent(APP), encoding="utf-8")
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LOOPWATCH_"))}
     out = subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path,
-        env={**clean, "LOOPWATCH_METRICS_PORT": str(free_port())},
+        env={**clean, "LOOPWATCH_METRICS_PORT": str(free_port()), "OWN_PROVIDER": own_provider},
         capture_output=True,
         text=True,
         timeout=180,
@@ -116,7 +129,8 @@ def test_at_exit_the_open_turn_is_counted_and_the_summary_logged(tmp_path: Path)
         summary,
     ), summary
     assert loop[-32:] == summary[-33:-1]  # the same turn
-    # once, though both the SDK's provider and instrument() shut the processor down at exit
+    # once, though both the SDK's provider (unless told not to) and instrument() shut the
+    # processor down at exit
     assert sum("shut down:" in line for line in lines) == 1
     # hashes only: no argument value in any of loopwatch's lines
     assert not [line for line in lines if "boots" in line or "c_40912" in line]
