@@ -241,16 +241,12 @@ def instrument_frameworks(provider: Any) -> list[str]:
 
 
 def _modules(ep: metadata.EntryPoint) -> tuple[str, ...] | None:
-    """The modules whose import switches the entry point's instrumentor on: none when the
-    library it instruments is not installed (or not a supported version), None when its
+    """The modules whose import switches the entry point's instrumentor on (its library's
+    version is checked then): none when no library it instruments is installed, None when its
     metadata does not say what it instruments."""
-    from opentelemetry.instrumentation.dependencies import get_dist_dependency_conflicts
-
     libraries = instrumented(ep.dist)
     if libraries is None:
         return None
-    if ep.dist is not None and get_dist_dependency_conflicts(ep.dist) is not None:
-        return ()
     return tuple(sorted({m for library in libraries for m in modules_of(library)}))
 
 
