@@ -33,12 +33,12 @@ content), and loopwatch reads messages from spans only. They always emit the lat
 experimental GenAI conventions (``OTEL_SEMCONV_STABILITY_OPT_IN`` is not read for them), so that
 variable is left as it is.
 
-When: nothing is imported for it. What the application has imported already is switched on at
-once; the rest when the application imports it (a post-import hook, attach.post_import), so an
-installed framework or SDK that the application never imports costs nothing. The module an
-instrumentor waits for is read from its distribution's metadata (its ``instruments`` extra, and
-the modules that distribution installs: attach.library_modules); one whose metadata names none
-is loaded at once, as are its libraries.
+When: what the application has imported already is switched on at once, the rest when the
+application imports it (a post-import hook, attach.post_import), so a framework or SDK that is
+installed and never imported costs nothing. The modules an instrumentor waits for are read from
+metadata without importing anything (its ``instruments`` extras, and the files those
+distributions install: attach.library_modules); its version check runs at that import. One
+whose metadata names no library is loaded at once, and with it its libraries.
 
 Anything already instrumented is left as it is; a failure is a warning.
 """
@@ -211,7 +211,7 @@ def instrument_frameworks(provider: Any) -> list[str]:
         try:
             modules = _modules(ep)
         except Exception as e:
-            log.warning("loopwatch: could not switch on instrumentor %r: %s", ep.value, e)
+            log.warning("could not switch on instrumentor %r: %s", ep.value, e)
             continue
         if modules is None or any(m in sys.modules for m in modules):
             now.append(ep)  # (None: what it instruments is known only once it is loaded)
@@ -263,7 +263,7 @@ def _later(switch: Callable[[], list[str]]) -> None:
     """A hook: the application imported what ``switch`` switches on."""
     done = switch()
     if done:
-        log.info("loopwatch: switched on GenAI instrumentation: %s", ", ".join(done))
+        log.info("switched on GenAI instrumentation: %s", ", ".join(done))
 
 
 def _entry_points_later(eps: list[metadata.EntryPoint], provider: Any) -> list[str]:

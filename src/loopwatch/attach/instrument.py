@@ -30,7 +30,7 @@ def _shut_down_at_exit() -> None:
         try:
             processor.shutdown()
         except Exception as e:
-            log.debug("loopwatch: shutdown at exit: %s", e)
+            log.debug("shutdown at exit: %s", e)
 
 
 def serve_metrics(host: str, port: int) -> None:

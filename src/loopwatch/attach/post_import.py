@@ -63,7 +63,7 @@ def _ready(name: str) -> None:
     try:
         importlib.import_module(name)
     except Exception:
-        log.debug("loopwatch: %s not importable", name, exc_info=True)
+        log.debug("%s not importable", name, exc_info=True)
 
 
 def _run(name: str, hooks: Sequence[Hook]) -> None:
@@ -71,7 +71,7 @@ def _run(name: str, hooks: Sequence[Hook]) -> None:
         try:
             hook()
         except Exception as e:
-            log.warning("loopwatch: after the import of %s: %s", name, e)
+            log.warning("after the import of %s: %s", name, e)
 
 
 def _fire(name: str) -> None:
