@@ -202,7 +202,7 @@ def instrument_frameworks(provider: Any) -> list[str]:
     pydantic_ai_later = "pydantic_ai" not in sys.modules
     if not pydantic_ai_later:
         done += _pydantic_ai(provider)
-    elif _waits_first("pydantic_ai"):
+    elif _installed("pydantic_ai") and _waits_first("pydantic_ai"):
         when_imported("pydantic_ai", partial(_later, partial(_pydantic_ai, provider)))
     now: list[metadata.EntryPoint] = []
     later: dict[tuple[str, ...], list[metadata.EntryPoint]] = {}
@@ -227,7 +227,7 @@ def instrument_frameworks(provider: Any) -> list[str]:
             when_imported(module, hook)
     # (pydantic-ai, imported later, traces itself)
     if not (on_already or done or traceable) and not (
-        pydantic_ai_later and importlib.util.find_spec("pydantic_ai")
+        pydantic_ai_later and _installed("pydantic_ai")
     ):
         _warn_if_untraced()
     # (named "mcp" in OTEL_PYTHON_DISABLED_INSTRUMENTATIONS, as OpenLLMetry's instrumentor is)
@@ -235,9 +235,17 @@ def instrument_frameworks(provider: Any) -> list[str]:
         return done
     if "mcp" in sys.modules:
         done += _mcp()
-    elif _waits_first("mcp"):
+    elif _installed("mcp") and _waits_first("mcp"):
         when_imported("mcp", partial(_later, _mcp))
     return done
+
+
+def _installed(module: str) -> bool:
+    """Whether a top-level module can be imported (found, not imported): no hook otherwise."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _modules(ep: metadata.EntryPoint) -> tuple[str, ...] | None:
