@@ -1,7 +1,7 @@
 """A LangGraph support agent that loops, watched by loopwatch. Offline: the chat model is
 scripted.
 
-    .venv/bin/python examples/langgraph_agent.py
+    scripts/example langgraph_agent    # installs what it needs into .venv first
 
 The model searches the customer's orders three times with reworded queries (each returns no
 rows), then tries to open a ticket six times, rewording the summary after every timeout.

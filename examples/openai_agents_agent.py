@@ -1,7 +1,7 @@
 """An OpenAI Agents SDK support agent that loops, watched by loopwatch. Offline: the model is
 scripted, and no trace leaves the process.
 
-    .venv/bin/python examples/openai_agents_agent.py
+    scripts/example openai_agents_agent    # installs what it needs into .venv first
 
 The model searches the customer's orders three times with reworded queries (each returns no
 rows), then tries to open a ticket six times, rewording the summary after every timeout.

@@ -1,6 +1,6 @@
 """A pydantic-ai support agent that loops, watched by loopwatch. Offline: the model is scripted.
 
-    .venv/bin/python examples/pydantic_ai_agent.py
+    scripts/example pydantic_ai_agent    # installs what it needs into .venv first
 
 The model searches the customer's orders three times with reworded queries (each returns no
 rows), then tries to open a ticket six times, rewording the summary after every timeout.

@@ -1,7 +1,7 @@
 """A hand-rolled agent over the raw Anthropic SDK that loops, watched by loopwatch. Offline: the
 real client talks to a scripted model through its HTTP transport.
 
-    .venv/bin/python examples/raw_anthropic_loop.py
+    scripts/example raw_anthropic_loop    # installs what it needs into .venv first
 
 No agent framework: the loop calls the Messages API with ``tools=``, runs each ``tool_use`` block
 the model sends, answers them with ``tool_result`` blocks (``is_error`` when the tool raised)

@@ -1,7 +1,7 @@
 """A hand-rolled agent over the raw OpenAI SDK that loops, watched by loopwatch. Offline: the
 real client talks to a scripted model through its HTTP transport.
 
-    .venv/bin/python examples/raw_openai_loop.py
+    scripts/example raw_openai_loop    # installs what it needs into .venv first
 
 No agent framework: the loop calls Chat Completions with ``tools=``, runs each tool call the
 model asks for, sends the results back and calls again until the model answers in text. The

@@ -63,10 +63,16 @@ def test_instrument_sets_an_sdk_provider_with_the_requested_exporter_and_the_fra
         with provider.get_tracer("probe").start_as_current_span("probe-span"):
             pass
         provider.force_flush()
+        # not imported yet: switched on when the application imports them
+        before = [OpenAIAgentsInstrumentor().is_instrumented_by_opentelemetry,
+                  LangChainInstrumentor().is_instrumented_by_opentelemetry]
+        import agents
+        import langgraph.graph
         settings = Agent._instrument_default
         print(json.dumps({{
             "provider": type(provider).__module__ + "." + type(provider).__name__,
             "pydantic_ai_content": getattr(settings, "include_content", None),
+            "before_import": before,
             "openai_agents": OpenAIAgentsInstrumentor().is_instrumented_by_opentelemetry,
             "langchain": LangChainInstrumentor().is_instrumented_by_opentelemetry,
         }}))
@@ -78,13 +84,16 @@ def test_instrument_sets_an_sdk_provider_with_the_requested_exporter_and_the_fra
     assert result == {
         "provider": "opentelemetry.sdk.trace.TracerProvider",
         "pydantic_ai_content": True,
+        "before_import": [False, False],
         "openai_agents": True,
         "langchain": True,
     }
     assert '"name": "probe-span"' in out.stdout  # the console exporter OTEL_* asked for
     assert "INFO:loopwatch:config none, defaults" in out.stderr
     assert "exporters: console" in out.stderr
-    assert "switched on GenAI instrumentation: pydantic_ai, " in out.stderr
+    assert "switched on GenAI instrumentation: pydantic_ai\n" in out.stderr
+    assert "switched on GenAI instrumentation: openai_agents\n" in out.stderr
+    assert "switched on GenAI instrumentation: langchain\n" in out.stderr
     assert warnings_in(out.stderr) == []
 
 

@@ -70,6 +70,10 @@ def _entry_point(cls: type[_Fake]) -> metadata.EntryPoint:
 @pytest.fixture
 def fakes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[type[_Fake]]]:
     """The stand-ins as the installed instrumentors, in the order of preference."""
+    # imported: instrument_frameworks decides for it now, with the stand-in below, and leaves
+    # no hook to switch the real one on when a later test imports it
+    import pydantic_ai  # noqa: F401
+
     monkeypatch.setattr(gi, "genai_entry_points", lambda: [_entry_point(c) for c in FAKES])
     monkeypatch.setattr(gi, "_instrument_pydantic_ai", lambda provider: False)
     monkeypatch.delenv(CAPTURE, raising=False)

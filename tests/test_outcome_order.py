@@ -283,7 +283,8 @@ def test_serve_counts_tool_spans_sent_ahead_in_shuffled_batches(
     spans, models = record(monkeypatch, True, _as_sent)
     in_process = through_processor(spans)
     for seed in range(2):
-        with running(replace(conversation_config(), grace_seconds=0.0)) as service:
+        # (the grace is also how long a tool span sent ahead waits for its model call)
+        with running(replace(conversation_config(), grace_seconds=2.0)) as service:
             assert service.bound
             exporter = OTLPSpanExporter(endpoint=service.bound.grpc, insecure=True)
             for batch in shuffled_batches(spans, models, seed):
@@ -295,12 +296,12 @@ def test_serve_counts_tool_spans_sent_ahead_in_shuffled_batches(
             exporter.shutdown()
 
 
-def test_a_tool_span_waits_for_its_model_call_at_most_the_idle_timeout(
+def test_a_tool_span_waits_for_its_model_call_at_most_the_grace(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """On the assembler's clock: each step's tool spans, come just under the idle timeout
-    before the model call that asked for them, are joined to it; a tool span no model call
-    asks for is a turn of its own once idle, not before."""
+    """On the assembler's clock: each step's tool spans, come just under the grace before the
+    model call that asked for them, are joined to it; a tool span no model call asks for is a
+    turn of its own once the grace has passed, not before, and waits as an open turn."""
     spans, models = record(monkeypatch, True, _as_sent, stray=True)
     stray = spans.pop()
     assert stray.name == "execute_tool search_orders"
@@ -309,7 +310,7 @@ def test_a_tool_span_waits_for_its_model_call_at_most_the_idle_timeout(
     now = [0.0]
     assembler = TurnAssembler(config, metrics_for(registry), clock=lambda: now[0])
     value = readings(registry)
-    idle = config.idle_timeout_seconds
+    grace = config.grace_seconds
     model_calls = {id(spans[i]) for i in models}
 
     def add(s: ReadableSpan) -> None:
@@ -319,17 +320,20 @@ def test_a_tool_span_waits_for_its_model_call_at_most_the_idle_timeout(
 
     for s in tools_first(spans, models):
         if id(s) in model_calls:
-            now[0] += idle - 1  # the tool spans before it have waited just under the timeout
+            now[0] += grace - 0.5  # the tool spans before it have waited just under the grace
             assembler.sweep()
         add(s)
     assert three_turns_wrong(value) == []
     add(stray)
-    now[0] += idle - 1
+    assert assembler.open_turns == 1
+    now[0] += grace - 0.5
     assembler.sweep()
     assert value("loopwatch_turns_total") == 3  # waiting still
-    now[0] += 1
+    assert assembler.open_turns == 1
+    now[0] += 0.5
     assembler.sweep()
-    assert value("loopwatch_turns_total") == 4  # idle: a turn of its own
+    assert value("loopwatch_turns_total") == 4  # past the grace: a turn of its own
+    assert assembler.open_turns == 0
     assert value("loopwatch_tool_calls_total", tool="search_orders") == 5
     assert value("loopwatch_turn_max_attempts_sum") == 9
     assert value("loopwatch_turns_evicted_total") == 0

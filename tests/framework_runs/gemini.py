@@ -16,9 +16,9 @@ calls), in one conversation, in every order of the three, each order once with
     python -m tests.framework_runs.gemini INSTRUMENTATION OUT.json
 
 writes, per order and mode, the metric samples of a fresh LoopwatchSpanProcessor and what
-``instrument()`` switched on. One instrumentation per process: instrumentors patch the SDK
-globally; the other two are named in ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS``, as a user with
-more than one installed would."""
+``instrument()`` switched on when the SDK was imported after it. One instrumentation per
+process: instrumentors patch the SDK globally; the other two are named in
+``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS``, as a user with more than one installed would."""
 
 from __future__ import annotations
 
@@ -237,14 +237,17 @@ def main(argv: Sequence[str]) -> None:
     os.environ.update(env)
     os.environ["OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"] = ",".join(others)
 
+    from loopwatch.attach.frameworks import instrument_frameworks, switched_on
+
+    provider, switch = global_provider()  # where @loopwatch.tool traces
+    # what loopwatch.instrument() switches on (its processor is added per run instead), before
+    # the application imports the SDK: the SDK's import switches its instrumentation on
+    if instrument_frameworks(provider):
+        raise AssertionError(f"instrument() switched on {switched_on()} before the import")
     from google import genai
     from google.genai import types
 
-    from loopwatch.attach.frameworks import instrument_frameworks
-
-    provider, switch = global_provider()  # where @loopwatch.tool traces
-    # what loopwatch.instrument() switches on (its processor is added per run instead)
-    switched = instrument_frameworks(provider)
+    switched = switched_on()
     if entry_point not in switched:
         raise AssertionError(f"instrument() switched on {switched}, not {entry_point}")
     tools = quickstart_tools()

@@ -15,9 +15,15 @@ from tests.framework_runs.common import ANSWER, PROVIDER, TIMEOUT_MESSAGE, scrip
 
 
 def setup() -> None:
-    from openinference.instrumentation.smolagents import SmolagentsInstrumentor
+    import sys
 
-    SmolagentsInstrumentor().instrument(tracer_provider=PROVIDER)
+    from loopwatch.attach.frameworks import instrument_frameworks
+
+    # what loopwatch.instrument() switches on, before the application imports the framework:
+    # its import (in drive) switches OpenInference's instrumentor on
+    instrument_frameworks(PROVIDER)
+    if any(m.split(".")[0] == "smolagents" for m in sys.modules):
+        raise AssertionError("instrument() imported smolagents")
 
 
 def drive(scenario: str) -> None:

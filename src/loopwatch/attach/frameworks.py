@@ -33,6 +33,13 @@ content), and loopwatch reads messages from spans only. They always emit the lat
 experimental GenAI conventions (``OTEL_SEMCONV_STABILITY_OPT_IN`` is not read for them), so that
 variable is left as it is.
 
+When: what the application has imported already is switched on at once, the rest when the
+application imports it (a post-import hook, attach.post_import), so a framework or SDK that is
+installed and never imported costs nothing. The modules an instrumentor waits for are read from
+metadata without importing anything (its ``instruments`` extras, and the files those
+distributions install: attach.library_modules); its version check runs at that import. One
+whose metadata names no library is loaded at once, and with it its libraries.
+
 Anything already instrumented is left as it is; a failure is a warning.
 """
 
@@ -41,11 +48,17 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import sys
+import threading
+from collections.abc import Callable
+from functools import partial
 from importlib import metadata
 from typing import Any
 
+from loopwatch.attach.library_modules import instrumented, modules_of
 from loopwatch.attach.mcp_client import instrument_mcp
 from loopwatch.attach.own_spans import CAPTURE_CONTENT_VARIABLE
+from loopwatch.attach.post_import import when_imported
 
 log = logging.getLogger("loopwatch")
 
@@ -59,6 +72,9 @@ _OTEL_GROUP = "opentelemetry_instrumentor"
 _OPENLLMETRY_MARK = "opentelemetry-semantic-conventions-ai"
 # every current OpenTelemetry GenAI instrumentor depends on the GenAI helper library
 _OTEL_GENAI_MARK = "opentelemetry-util-genai"
+_lock = threading.Lock()
+_switched: list[str] = []  # every name switched on in this process, in order
+_hooked: set[str] = set()  # what waits for (or had) its import: pydantic_ai, mcp, entry points
 _OTEL_GENAI_HOMES = (
     "github.com/open-telemetry/opentelemetry-python-contrib/tree/main/instrumentation-genai/",
     "github.com/open-telemetry/opentelemetry-python-genai",
@@ -172,17 +188,131 @@ def _instrument_pydantic_ai(provider: Any) -> bool:
     return True
 
 
+def switched_on() -> list[str]:
+    """Every name switched on in this process so far, at ``instrument()`` and on import."""
+    with _lock:
+        return list(_switched)
+
+
 def instrument_frameworks(provider: Any) -> list[str]:
-    """Switch on what is installed and not yet on, one instrumentor per library; returns the
-    names switched on."""
+    """Switch on, one instrumentor per library, what is installed and not yet on: at once for
+    what the application has imported, else when it imports it. Returns the names switched on
+    now."""
     done: list[str] = []
+    pydantic_ai_later = "pydantic_ai" not in sys.modules
+    if not pydantic_ai_later:
+        done += _pydantic_ai(provider)
+    elif _installed("pydantic_ai") and _waits_first("pydantic_ai"):
+        when_imported("pydantic_ai", partial(_later, partial(_pydantic_ai, provider)))
+    now: list[metadata.EntryPoint] = []
+    later: dict[tuple[str, ...], list[metadata.EntryPoint]] = {}
+    traceable = False  # an instrumentor waits for its library's import
+    for ep in genai_entry_points():
+        try:
+            modules = _modules(ep)
+        except Exception as e:
+            log.warning("could not switch on instrumentor %r: %s", ep.value, e)
+            continue
+        if modules is None or any(m in sys.modules for m in modules):
+            now.append(ep)  # (None: what it instruments is known only once it is loaded)
+        elif modules:
+            traceable = True
+            if _waits_first(ep.value):
+                later.setdefault(modules, []).append(ep)
+    on_already = _switch_on(now, provider, done)
+    for modules, eps in later.items():
+        # one hook for a library's instrumentors (they decide together), whichever module first
+        hook = partial(_later, partial(_entry_points_later, eps, provider))
+        for module in modules:
+            when_imported(module, hook)
+    # (pydantic-ai, imported later, traces itself)
+    if not (on_already or done or traceable) and not (
+        pydantic_ai_later and _installed("pydantic_ai")
+    ):
+        _warn_if_untraced()
+    # (named "mcp" in OTEL_PYTHON_DISABLED_INSTRUMENTATIONS, as OpenLLMetry's instrumentor is)
+    if "mcp" in disabled_names():
+        return done
+    if "mcp" in sys.modules:
+        done += _mcp()
+    elif _installed("mcp") and _waits_first("mcp"):
+        when_imported("mcp", partial(_later, _mcp))
+    return done
+
+
+def _installed(module: str) -> bool:
+    """Whether a top-level module can be imported (found, not imported): no hook otherwise."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _modules(ep: metadata.EntryPoint) -> tuple[str, ...] | None:
+    """The modules whose import switches the entry point's instrumentor on (its library's
+    version is checked then): none when no library it instruments is installed, None when its
+    metadata does not say what it instruments."""
+    libraries = instrumented(ep.dist)
+    if libraries is None:
+        return None
+    return tuple(sorted({m for library in libraries for m in modules_of(library)}))
+
+
+def _waits_first(name: str) -> bool:
+    """Whether ``name`` has no hook yet (a second ``instrument()`` adds none)."""
+    with _lock:
+        if name in _hooked:
+            return False
+        _hooked.add(name)
+        return True
+
+
+def _later(switch: Callable[[], list[str]]) -> None:
+    """A hook: the application imported what ``switch`` switches on."""
+    done = switch()
+    if done:
+        log.info("switched on GenAI instrumentation: %s", ", ".join(done))
+
+
+def _entry_points_later(eps: list[metadata.EntryPoint], provider: Any) -> list[str]:
+    """The instrumentors of one library, taken once, whichever of its modules came first."""
+    with _lock:
+        taken, eps[:] = list(eps), []
+    done: list[str] = []
+    _switch_on(taken, provider, done)
+    return done
+
+
+def _pydantic_ai(provider: Any) -> list[str]:
     try:
         if _instrument_pydantic_ai(provider):
-            done.append("pydantic_ai")
+            _record("pydantic_ai")
+            return ["pydantic_ai"]
     except Exception as e:
         log.warning("could not switch on pydantic-ai's instrumentation: %s", e)
+    return []
+
+
+def _mcp() -> list[str]:
+    try:
+        if instrument_mcp():
+            _record("mcp")
+            return ["mcp"]
+    except Exception as e:
+        log.warning("could not trace MCP tool calls: %s", e)
+    return []
+
+
+def _record(name: str) -> None:
+    with _lock:
+        _switched.append(name)
+
+
+def _switch_on(eps: list[metadata.EntryPoint], provider: Any, done: list[str]) -> bool:
+    """Switch on the first of ``eps`` (in order of preference) for each library none has yet,
+    appending the names switched on to ``done``; whether one of them was on already."""
     candidates: list[tuple[metadata.EntryPoint, Any, set[str]]] = []
-    for ep in genai_entry_points():
+    for ep in eps:
         try:
             instrumentor = _instrumentor(ep)
             if instrumentor is not None:
@@ -196,6 +326,7 @@ def instrument_frameworks(provider: Any) -> list[str]:
         if instrumentor.is_instrumented_by_opentelemetry
         for library in libraries
     }
+    on_already = bool(owner)
     for ep, instrumentor, libraries in candidates:
         if instrumentor.is_instrumented_by_opentelemetry:
             continue  # opentelemetry-instrument, the application or an earlier call did it
@@ -220,12 +351,5 @@ def instrument_frameworks(provider: Any) -> list[str]:
         owner.update(dict.fromkeys(libraries, ep.value))
         log.debug("switched on %s for %s", ep.value, ", ".join(sorted(libraries)))
         done.append(str(ep.name))
-    if not owner and not done:
-        _warn_if_untraced()
-    try:
-        # (named "mcp" in OTEL_PYTHON_DISABLED_INSTRUMENTATIONS, as OpenLLMetry's instrumentor is)
-        if "mcp" not in disabled_names() and instrument_mcp():
-            done.append("mcp")
-    except Exception as e:
-        log.warning("could not trace MCP tool calls: %s", e)
-    return done
+        _record(str(ep.name))
+    return on_already

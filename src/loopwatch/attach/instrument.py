@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import weakref
@@ -19,6 +20,17 @@ _lock = threading.Lock()
 _servers: dict[tuple[str, int], Any] = {}
 # provider -> its processor, so a second instrument() call does not count every span twice
 _attached: weakref.WeakKeyDictionary[Any, LoopwatchSpanProcessor] = weakref.WeakKeyDictionary()
+_exit_hook: list[bool] = []  # [True] once _shut_down_at_exit is registered
+
+
+def _shut_down_at_exit() -> None:
+    """At exit the open turns are counted and the summary logged, whether or not the provider
+    shuts its processors down then (the SDK's does, unless told not to)."""
+    for processor in list(_attached.values()):
+        try:
+            processor.shutdown()
+        except Exception as e:
+            log.debug("shutdown at exit: %s", e)
 
 
 def serve_metrics(host: str, port: int) -> None:
@@ -52,6 +64,9 @@ def _attach(provider: Any, config: Config) -> LoopwatchSpanProcessor:
             if hasattr(provider, "add_span_processor"):
                 _attached[provider] = processor
                 provider.add_span_processor(processor)
+                if not _exit_hook:
+                    _exit_hook.append(True)
+                    atexit.register(_shut_down_at_exit)
             else:
                 log.warning(
                     "the global tracer provider (%s) is not an SDK TracerProvider; "

@@ -273,6 +273,8 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._every_start = False
             self._show_queue(len(self._queue))
             self._show_every_start()
+            # what a program that has exited leaves to read: its /metrics are gone with it
+            self._safe(_log_tally, self._assembler)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Wait until every span handed to ``on_end`` so far has been processed."""
@@ -507,6 +509,10 @@ class LoopwatchSpanProcessor(SpanProcessor):
         # 3. the turns they completed to the sink
         self._safe(self._assembler.publish)
         return taken
+
+
+def _log_tally(assembler: TurnAssembler) -> None:
+    log.info("shut down: %s", assembler.tally.line())
 
 
 def _after_fork(processor: LoopwatchSpanProcessor) -> None:

@@ -24,6 +24,7 @@ from loopwatch.core.records import (
     UnreadableHistory,
 )
 from loopwatch.core.requested import complete, needs_completing
+from loopwatch.core.run_tally import RunTally
 from loopwatch.core.sink import Sink
 from loopwatch.core.summary import TurnSummary, summarize
 from loopwatch.core.turns import TurnGroup, split_turns
@@ -148,10 +149,13 @@ class TurnAssembler:
         self.buffered_bytes = 0  # estimated, over every open trace (config.buffer_bytes)
         self._conversations = Conversations(config.max_open_turns, config.max_spans_per_turn)
         self._conversation_bytes = 0  # the conversations' part of buffered_bytes
+        self.tally = RunTally()  # every turn published: the line logged at shutdown
 
     @property
     def open_turns(self) -> int:
-        return len(self._traces) + len(self._conversations)
+        """Every trace that waits: open traces, open conversations, held lone tool calls."""
+        conversations = self._conversations
+        return len(self._traces) + len(conversations) + conversations.held()
 
     def holds(self, trace_id: int) -> bool:
         """Whether the trace is open here (neither finalized nor evicted yet)."""
@@ -412,8 +416,8 @@ class TurnAssembler:
         """A lone tool call (no turn span, no model call: a trace of its own, as in a
         hand-rolled loop) that an open conversation asked for: counted there, its outcome
         deciding the call's, not as a turn of its own. One no open conversation asked for
-        waits (``may_wait``: its trace was not evicted) for the model call that asks for it
-        (core.conversations)."""
+        waits (``may_wait``: its trace was not evicted) for the model call that asks for it,
+        ``grace_seconds`` at most (core.conversations)."""
         if len(group.calls) != 1 or group.turn is not None or group.llms:
             return False
         conversations = self._conversations
@@ -511,6 +515,7 @@ class TurnAssembler:
             self._each(log_loops, summary)
         for summary in summaries:
             self._each(sink.turn, summary)
+            self._each(self.tally.add, summary)
 
     def _each(self, step: Callable[[TurnSummary], None], summary: TurnSummary) -> None:
         """One turn's step of publish: a failure loses that step of that turn only."""
@@ -521,8 +526,10 @@ class TurnAssembler:
             self.sink.dropped(DROP_ERROR)
 
     def sweep(self) -> None:
-        """Finalize traces idle for longer than the idle timeout."""
-        deadline = self.clock() - self.config.idle_timeout_seconds
+        """Finalize traces idle for longer than the idle timeout, and count the lone tool calls
+        no model call asked for within the grace as turns of their own."""
+        now = self.clock()
+        deadline = now - self.config.idle_timeout_seconds
         while self._traces:
             trace_id, trace = next(iter(self._traces.items()))
             if trace.last_seen > deadline:
@@ -531,7 +538,9 @@ class TurnAssembler:
         if self._conversations:
             self._conversations_done(self._conversations.sweep(deadline), EVICT_IDLE)
         if self._conversations.held():
-            for held in self._conversations.release(deadline):
+            # the grace a root span gets in serve: a model call that asked for the tool comes
+            # well within it, in process (it ended first) as from another exporter's batch
+            for held in self._conversations.release(now - self.config.grace_seconds):
                 self._let_go(held)
             self._sync_conversation_bytes()
         self.publish()

@@ -183,7 +183,8 @@ class Config:
         5.0,
         "serve.grace_seconds",
         "LOOPWATCH_GRACE_SECONDS",
-        "`loopwatch serve`: a trace is held this long after its root span arrives",
+        "`loopwatch serve`: a trace is held this long after its root span arrives; in process "
+        "and in serve, a lone tool span waits this long for the model call that asked for it",
         minimum=0.0,
     )
     max_request_bytes: int = _setting(

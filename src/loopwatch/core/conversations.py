@@ -19,7 +19,8 @@ the call's outcome (core.layers.executed_outcome). It is matched to the call ask
 tool that no span stood for yet, preferring the one with its arguments' identity that was asked
 before it started and answered after it ended. One that arrives before the model call that asked
 for it (a logging thread, a batch exporter, two services' batches) waits for that call, at most
-the idle timeout; unclaimed, it is a turn of its own, as it would have been at once."""
+the grace (``grace_seconds``); unclaimed, it is a turn of its own, as it would have been at
+once."""
 
 from __future__ import annotations
 
