@@ -10,7 +10,8 @@ from importlib import metadata
 
 # a requirement's name, and the extras by which OpenTelemetry instrumentors name the libraries
 # they instrument (read as text: packaging costs more to import than the rest of this)
-_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_NAME = re.compile(r"\A\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_SEPARATORS = re.compile(r"[-_.]+")  # a distribution name's, normalized to "-"
 _INSTRUMENTS = re.compile(r"""extra\s*==\s*['"]instruments(-any)?['"]""")
 _SKIPPED_DIRS = (".dist-info", ".data", ".egg-info")
 
@@ -24,7 +25,7 @@ def instrumented(dist: metadata.Distribution | None) -> list[str] | None:
     for line in dist.requires or []:
         name = _NAME.match(line)
         if name is not None and _INSTRUMENTS.search(line):
-            out.append(re.sub(r"[-_.]+", "-", name.group(1)).lower())
+            out.append(_SEPARATORS.sub("-", name.group(1)).lower())
     return out or None
 
 
