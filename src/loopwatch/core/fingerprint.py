@@ -33,10 +33,10 @@ _CONTAINERS: Final = (dict, list)
 _SEQUENCES: Final = (list, tuple)
 
 
-def normalized(text: str) -> str:
+def normalized(text: str, json_text: bool) -> str:
     """``text`` (at most MAX_HASHED_CHARS of it) without its volatile values."""
     head = text if len(text) <= MAX_HASHED_CHARS else text[:MAX_HASHED_CHARS]
-    return without_volatile(head)
+    return without_volatile(head, json_text)
 
 
 def result_text(value: Any) -> tuple[str, bool]:
@@ -54,9 +54,9 @@ def _head(value: Any) -> tuple[str, int]:
     """``(normalized head, whole length)`` of a result's text; never raises."""
     with contextlib.suppress(Exception):  # a mapping changed while read: compared whole
         value = without_volatile_keys(value)
-    text, _ = result_text(value)
+    text, json_text = result_text(value)
     try:
-        return normalized(text), len(text)
+        return normalized(text, json_text), len(text)
     except Exception:  # never raised on any text tried; the host must not meet one if it did
         return text[:MAX_HASHED_CHARS], len(text)
 

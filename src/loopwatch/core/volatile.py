@@ -51,7 +51,8 @@ _DATE_TIMES: Final = re.compile(
     r"|(?<!\d)\d{1,2}:\d\d:\d\d(?:[.,]\d+)?(?!\d)"
 )
 # a date-time holds one of these (each starts with a literal: a fast scan)
-_DATE_GATE: Final = re.compile(r"[-/]\d\d[T ]\d\d:")
+_DATE_GATE: Final = re.compile(r"-\d\d[T ]\d\d:")
+_SLASHED_DATE_GATE: Final = re.compile(r"/\d\d[T ]\d\d:")
 _CLOCK_GATE: Final = re.compile(r":\d\d:\d\d")
 _UUIDS: Final = re.compile(
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
@@ -62,12 +63,22 @@ _HEX: Final = re.compile(
     r"(?<![0-9A-Za-z_])(?:[0-9a-fA-F]{16,}"
     r"|(?=[0-9a-fA-F]{0,14}[a-fA-F])(?=[0-9a-fA-F]{0,14}[0-9])[0-9a-fA-F]{8,15})(?![0-9A-Za-z_])"
 )
-_PREFIXED: Final = re.compile(
-    r"(?<![\w-])(?:(?i:msg|message|sess|session|req|request|run|evt|event|txn|tx|call|resp"
-    r"|chatcmpl|toolu|job|task|trace|span|op|conv|thread|item|conn|ws)[_-][0-9A-Za-z]*\d"
-    r"[0-9A-Za-z]*|[A-Za-z]{1,12}_(?=[0-9A-Za-z]{0,63}\d)[0-9A-Za-z]{8,64})(?![\w-])"
-)
-_EPOCHS: Final = re.compile(r"(?<![\w.])1\d{9}(?:\d{3})?(?:\.\d+)?(?![\w.])")
+_HEX_GATE: Final = re.compile(r"[0-9a-fA-F]{8}")
+# A counter's tail: a separator, then letters and digits with a digit among them. Each is read
+# back for the word before it (a pattern that starts with the word tries it at every letter).
+_COUNTER_TAIL: Final = re.compile(r"[_-](?=[0-9A-Za-z]*\d)([0-9A-Za-z]++)(?![\w-])")
+_WORD_BEFORE: Final = re.compile(r"[A-Za-z]{1,12}\Z")
+# words that name what a counter counts: msg_8f3a, sess-41, req-7, chatcmpl-9xQ
+COUNTER_WORDS: Final = frozenset(
+    {
+        "msg", "message", "sess", "session", "req", "request", "run", "evt", "event", "txn",
+        "tx", "call", "resp", "chatcmpl", "toolu", "job", "task", "trace", "span", "op", "conv",
+        "thread", "item", "conn", "ws",
+    }
+)  # fmt: skip
+# any word_ and this many letters and digits or more (a generated id: ch_3MtwBwLkdIwHu7ix)
+_GENERATED_TAIL: Final = 8
+_EPOCHS: Final = re.compile(r"1(?<![\w.]1)\d{9}(?:\d{3})?(?:\.\d+)?(?![\w.])")
 _NAMED_IDS: Final = re.compile(
     r"\b((?i:(?:request|trace|correlation)[ _-]?id|pid)\b[\s:=#\"']{0,3})[\w.-]+"
 )
@@ -124,18 +135,50 @@ def without_volatile_keys(value: Any, depth: int = 0) -> Any:
     return out if changed else value
 
 
-def without_volatile(text: str) -> str:
-    """``text`` (canonical JSON or any text) with every volatile value replaced by ``~`` (the
-    module's rules but the key rule, which without_volatile_keys applies to the value)."""
+def _without_counters(text: str) -> str:
+    """``text`` with each prefixed counter (a COUNTER_WORDS word, ``_`` or ``-``, a tail with a
+    digit; or any word, ``_`` and a tail of _GENERATED_TAIL or more) replaced."""
+    parts: list[str] = []
+    kept = 0
+    for tail in _COUNTER_TAIL.finditer(text):
+        start = tail.start()
+        word = _WORD_BEFORE.search(text, max(0, start - 12), start)
+        if word is None or (
+            word.start() > 0
+            and (text[word.start() - 1].isalnum() or text[word.start() - 1] in "_-")
+        ):
+            continue
+        generated = text[start] == "_" and len(tail.group(1)) >= _GENERATED_TAIL
+        if word.group().lower() in COUNTER_WORDS or generated:
+            parts.append(text[kept : word.start()])
+            parts.append(PLACEHOLDER)
+            kept = tail.end()
+    if not parts:
+        return text
+    parts.append(text[kept:])
+    return "".join(parts)
+
+
+def without_volatile(text: str, json_text: bool) -> str:
+    """``text`` with every volatile value replaced by ``~`` (the module's rules but the key
+    rule, which without_volatile_keys applies to the value); ``json_text``: canonical JSON,
+    where the rules for text alone (named ids, durations) do not run."""
     if _DIGIT.search(text) is None:
         return text  # every value rule below needs a digit
-    if _DATE_GATE.search(text) is not None or _CLOCK_GATE.search(text) is not None:
+    if (
+        _DATE_GATE.search(text) is not None
+        or _CLOCK_GATE.search(text) is not None
+        or ("/" in text and _SLASHED_DATE_GATE.search(text) is not None)
+    ):
         text = _DATE_TIMES.sub(PLACEHOLDER, text)
     if _UUID_GATE.search(text) is not None:
         text = _UUIDS.sub(PLACEHOLDER, text)
-    text = _sub(_HEX, PLACEHOLDER, text)
-    text = _sub(_PREFIXED, PLACEHOLDER, text)
+    if _HEX_GATE.search(text) is not None:
+        text = _sub(_HEX, PLACEHOLDER, text)
+    text = _without_counters(text)
     text = _sub(_EPOCHS, PLACEHOLDER, text)
+    if json_text:
+        return text
     low = text.lower()
     if any(word in low for word in _NAMED_ID_WORDS):
         text = _sub(_NAMED_IDS, _KEEP_FIRST, text)
