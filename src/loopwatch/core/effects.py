@@ -130,12 +130,16 @@ class _Effects:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.annotated: dict[str, tuple[str, str]] = {}
+        # names already judged (the same few tools and parameters, call after call)
         self.inferred: dict[str, tuple[str, str]] = {}
+        self.prose: dict[str, bool] = {}
+        self.sends: dict[tuple[str, str | None], bool] = {}
         self.dropped = 0  # tools whose annotations were not kept: the map was full
 
     def reset(self) -> None:
         with self._lock:
             self.annotated, self.inferred, self.dropped = {}, {}, 0
+            self.prose, self.sends = {}, {}
 
     def learn(self, tool: str, effect: tuple[str, str]) -> None:
         with self._lock:
@@ -152,6 +156,25 @@ class _Effects:
             if len(self.inferred) >= MAX_TOOLS:
                 self.inferred = {}
             self.inferred[name] = found
+        return found
+
+    def prose_name(self, name: str) -> bool:
+        found = self.prose.get(name)
+        if found is None:
+            found = any(w in PROSE_WORDS for w in words(name))
+            if len(self.prose) >= MAX_TOOLS:
+                self.prose = {}
+            self.prose[name] = found
+        return found
+
+    def text_tool(self, tool: str, action: Any) -> bool:
+        key = (tool, action if isinstance(action, str) else None)
+        found = self.sends.get(key)
+        if found is None:
+            found = sends_text(tool, (action,))
+            if len(self.sends) >= MAX_TOOLS:
+                self.sends = {}
+            self.sends[key] = found
         return found
 
 
@@ -201,7 +224,7 @@ def is_prose(name: str, value: Any) -> bool:
     name's words."""
     if not isinstance(value, str):
         return False
-    if len(value) > FREE_TEXT_CHARS or any(w in PROSE_WORDS for w in words(name)):
+    if len(value) > FREE_TEXT_CHARS or _EFFECTS.prose_name(name):
         return True
     if WHITESPACE.search(value) is None:
         return False
@@ -214,6 +237,6 @@ def written_arguments(tool: str, arguments: Any) -> Any:
     it is prose)."""
     if type(arguments) is not dict:
         return None if is_prose("", arguments) else arguments
-    if sends_text(tool, (arguments.get(ACTION_PARAMETER),)):
+    if _EFFECTS.text_tool(tool, arguments.get(ACTION_PARAMETER)):
         return arguments
     return {k: v for k, v in arguments.items() if not is_prose(str(k), v)}
