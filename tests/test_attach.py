@@ -9,6 +9,7 @@ import sys
 import textwrap
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
@@ -78,7 +79,8 @@ def test_instrument_refuses_a_provider_without_processors() -> None:
     with pytest.raises(RuntimeError, match="not an SDK TracerProvider"):
         import loopwatch
 
-        loopwatch.instrument(tracer_provider=object(), serve=False, frameworks=False)
+        wrong: Any = object()  # a caller without type checks
+        loopwatch.instrument(tracer_provider=wrong, serve=False, frameworks=False)
 
 
 def test_the_provider_loopwatch_sets_is_said_as_done_not_as_an_order() -> None:

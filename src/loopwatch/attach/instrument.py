@@ -8,6 +8,7 @@ import threading
 import weakref
 from typing import Any
 
+from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import start_http_server
 
 from loopwatch.attach.frameworks import disabled_names, enabled, instrument_frameworks
@@ -78,7 +79,7 @@ def _attach(provider: Any, config: Config) -> LoopwatchSpanProcessor:
 
 
 def instrument(
-    tracer_provider: Any = None,
+    tracer_provider: TracerProvider | None = None,
     config: Config | None = None,
     *,
     serve: bool = True,
@@ -93,7 +94,11 @@ def instrument(
     frameworks is switched on: pydantic-ai's (with content capture) and any OpenInference or
     OpenLLMetry instrumentor not already on. A broken setting, a busy metrics port or a failing
     instrumentor is logged as a warning, never raised; only a ``tracer_provider`` argument that
-    cannot take span processors raises ``RuntimeError``.
+    cannot take span processors raises ``RuntimeError``. Returns the processor attached (the
+    one already attached to that provider, when called again).
+
+    >>> import loopwatch
+    >>> processor = loopwatch.instrument(serve=False)  # doctest: +SKIP
     """
     config = config if config is not None else _config()
     if tracer_provider is not None:

@@ -245,6 +245,16 @@ class Config:
         'or "deny": a call the store cannot check runs, or gets a terminal answer',
     )
 
+    def __post_init__(self) -> None:
+        """Each setting checked as :func:`load_config` checks it, with the same errors:
+        ``Config(queue_spans=0)`` raises :class:`ConfigError` ("must be at least 1")."""
+        for setting in SETTINGS:
+            value = getattr(self, setting.name)
+            if value is None and setting.default is None:
+                continue
+            where = f"Config({setting.name}=...)"
+            _check(where, setting, _coerce(where, value, setting.kind))
+
     def declaration(self, tool: str) -> ToolDeclaration | None:
         """The merged declaration of one tool (file < x-loopwatch < decorator)."""
         declared = self.tools.get(tool)
@@ -254,16 +264,22 @@ class Config:
         return merge(merge(declared, schema), decorated)
 
     def loop_threshold_for(self, decl: ToolDeclaration | None) -> int:
+        """The attempts of one key that make a loop for a tool:
+        its declaration's value, else this config's."""
         if decl is not None and decl.loop_threshold is not None:
             return decl.loop_threshold
         return self.loop_threshold
 
     def no_rows_threshold_for(self, decl: ToolDeclaration | None) -> int:
+        """The empty results in a row that make a no-rows loop for a tool:
+        its declaration's value, else this config's."""
         if decl is not None and decl.no_rows_threshold is not None:
             return decl.no_rows_threshold
         return self.no_rows_threshold
 
     def same_result_threshold_for(self, decl: ToolDeclaration | None) -> int:
+        """The calls in a row with the same data that make a same-result loop (default: the no-rows threshold) for a tool:
+        its declaration's value, else this config's."""
         if decl is not None and decl.same_result_threshold is not None:
             return decl.same_result_threshold
         if self.same_result_threshold is not None:
@@ -271,6 +287,8 @@ class Config:
         return self.no_rows_threshold_for(decl)
 
     def failing_threshold_for(self, decl: ToolDeclaration | None) -> int:
+        """The failures of one class in a row that make a failing loop for a tool:
+        its declaration's value, else this config's."""
         if decl is not None and decl.failing_threshold is not None:
             return decl.failing_threshold
         return self.failing_threshold

@@ -51,6 +51,8 @@ class AttemptKey:
         )
 
     def short(self) -> str:
+        """``tool/identity-hash/outcome`` with the hash cut to 8 characters, as log lines and
+        reports show a key (``create_ticket/22562c0f/timeout``)."""
         return f"{self.tool}/{self.identity[:8]}/{self.outcome}"
 
 

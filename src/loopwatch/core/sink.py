@@ -8,13 +8,39 @@ from loopwatch.core.summary import TurnSummary
 
 
 class Sink(Protocol):
-    def turn(self, summary: TurnSummary) -> None: ...
-    def span(self, kind: str, count: int = 1) -> None: ...
-    def dropped(self, reason: str) -> None: ...
-    def evicted(self, reason: str) -> None: ...
-    def late(self) -> None: ...
-    def malformed(self, reason: str, count: int = 1) -> None: ...
-    def open_turns(self, count: int) -> None: ...
+    """What the pipeline reports, called from its one worker thread (never concurrently).
+    ``LoopwatchMetrics`` turns each call into Prometheus metrics; a replay's report counts the
+    same calls. An implementation must not raise: the pipeline counts an error as a dropped
+    span and goes on."""
+
+    def turn(self, summary: TurnSummary) -> None:
+        """A finished turn's numbers (observed once per turn)."""
+        ...
+
+    def span(self, kind: str, count: int = 1) -> None:
+        """``count`` spans read, of ``kind`` (``tool``, ``agent``, ``llm`` or ``other``)."""
+        ...
+
+    def dropped(self, reason: str) -> None:
+        """A span not read, and why (``queue_full``, ``turn_full``, ``error``, ...)."""
+        ...
+
+    def evicted(self, reason: str) -> None:
+        """A turn finalized before its root ended (``idle``, ``capacity``, ``bytes``)."""
+        ...
+
+    def late(self) -> None:
+        """A span that arrived for a turn already finalized."""
+        ...
+
+    def malformed(self, reason: str, count: int = 1) -> None:
+        """What a model call's messages held that could not be read as it is (records'
+        MALFORMED_REASONS)."""
+        ...
+
+    def open_turns(self, count: int) -> None:
+        """How many traces are waiting for their turn to end."""
+        ...
 
 
 class QueueHealth(Protocol):
