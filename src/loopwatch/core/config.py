@@ -278,8 +278,8 @@ class Config:
         return self.no_rows_threshold
 
     def same_result_threshold_for(self, decl: ToolDeclaration | None) -> int:
-        """The calls in a row with the same data that make a same-result loop (default: the no-rows threshold) for a tool:
-        its declaration's value, else this config's."""
+        """The calls in a row with the same data that make a same-result loop for a tool: its
+        declaration's value, else this config's, else the no-rows threshold."""
         if decl is not None and decl.same_result_threshold is not None:
             return decl.same_result_threshold
         if self.same_result_threshold is not None:
