@@ -41,6 +41,7 @@ from loopwatch.attach.read_fields import (
 from loopwatch.conventions.read import is_turn_span, may_be_genai, read_span
 from loopwatch.core.assembler import DROP_ERROR, DROP_QUEUE_FULL, TurnAssembler
 from loopwatch.core.config import Config, load_config
+from loopwatch.core.internal_errors import log_internal_error
 from loopwatch.core.records import KIND_OTHER, Link, Record, kind_of
 from loopwatch.core.sink import QueueGauges, Sink
 from loopwatch.core.span_view import SpanView
@@ -326,7 +327,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
         try:
             fn(*args)
         except Exception:
-            log.debug("internal error", exc_info=True)
+            log_internal_error(log, "worker")
             with contextlib.suppress(Exception):
                 self.sink.dropped(DROP_ERROR)
 
@@ -479,7 +480,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
             try:
                 items.append(self._ended(item))
             except Exception:
-                log.debug("span not read", exc_info=True)
+                log_internal_error(log, "reading a span")
                 self._safe(self.sink.dropped, DROP_ERROR)
         # 2. starts and records to the assembler, in the order they happened
         assembler = self._assembler
@@ -502,7 +503,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
                 else:
                     self._started(read)
             except Exception:
-                log.debug("span not read", exc_info=True)
+                log_internal_error(log, "reading a span")
                 self._safe(self.sink.dropped, DROP_ERROR)
         if plain:
             counts[KIND_OTHER] = counts.get(KIND_OTHER, 0) + plain
@@ -526,4 +527,4 @@ def _in_child(reset: weakref.ref[Callable[[], None]]) -> None:
         try:
             after_fork()
         except Exception:
-            log.debug("internal error after a fork", exc_info=True)
+            log_internal_error(log, "after a fork")

@@ -11,6 +11,7 @@ from typing import Final
 
 from loopwatch.core.config import Config
 from loopwatch.core.conversations import Conversations, Held, Ready
+from loopwatch.core.internal_errors import log_internal_error
 from loopwatch.core.loop_log import log_loops
 from loopwatch.core.records import (
     RESULT_WITHOUT_CALL,
@@ -450,7 +451,7 @@ class TurnAssembler:
                     self.sink.malformed(UNREADABLE_HISTORY)
                     continue
                 except Exception:  # a bad history loses its model call, nothing else
-                    log.debug("messages not read", exc_info=True)
+                    log_internal_error(log, "reading messages")
                     self.sink.dropped(DROP_ERROR)
                     continue
                 if conversation is not None:
@@ -507,7 +508,7 @@ class TurnAssembler:
                     )
                 )
             except Exception:  # one bad turn loses itself, not the batch
-                log.debug("turn not summarized", exc_info=True)
+                log_internal_error(log, "summarizing a turn")
                 sink.dropped(DROP_ERROR)
         # logged before they are counted: a reader of the counts (the service's activity line)
         # then never reports a loop before its line is out
@@ -522,7 +523,7 @@ class TurnAssembler:
         try:
             step(summary)
         except Exception:
-            log.debug("turn not published", exc_info=True)
+            log_internal_error(log, "publishing turns")
             self.sink.dropped(DROP_ERROR)
 
     def sweep(self) -> None:

@@ -14,6 +14,7 @@ from functools import partial
 from loopwatch.conventions.read import is_turn_span, read_span
 from loopwatch.core.assembler import DROP_ERROR, EVICT_SHUTDOWN, TurnAssembler
 from loopwatch.core.config import Config
+from loopwatch.core.internal_errors import log_internal_error
 from loopwatch.core.records import Record, ToolCall, TurnMark, kind_of
 from loopwatch.core.sink import QueueGauges, Sink
 from loopwatch.core.span_view import SpanView
@@ -150,7 +151,7 @@ class Pipeline:
         try:
             fn()
         except Exception:
-            log.debug("internal error", exc_info=True)
+            log_internal_error(log, "pipeline")
             with contextlib.suppress(Exception):
                 self.sink.dropped(DROP_ERROR)
 
@@ -163,7 +164,7 @@ class Pipeline:
             try:
                 records.append(read_span(span, config))
             except Exception:
-                log.debug("span not read", exc_info=True)
+                log_internal_error(log, "reading a span")
                 records.append(None)
                 with contextlib.suppress(Exception):
                     self.sink.dropped(DROP_ERROR)
@@ -182,7 +183,7 @@ class Pipeline:
                 if span.parent_id is not None and (span.extra or type(record) in _MAY_WATCH):
                     self._watch_process_root(span, record)
             except Exception:
-                log.debug("span not read", exc_info=True)
+                log_internal_error(log, "reading a span")
                 with contextlib.suppress(Exception):
                     self.sink.dropped(DROP_ERROR)
         self._safe(self._assembler.publish)
