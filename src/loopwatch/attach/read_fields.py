@@ -12,7 +12,7 @@ reads compared with the public API's on real SDK spans; a mismatch means the pub
 Every other read of opentelemetry's or prometheus_client's private state is here too, each with
 a public way to fall back on and one warning when it is taken: the API's global tracer provider
 (``no_tracer_provider``), the SDK's helpers that read ``OTEL_TRACES_EXPORTER``
-(``traces_exporters``) and prometheus_client's switch for ``_created`` lines (``created_lines``).
+(``traces_exporters``); prometheus_client's, in ``loopwatch.metrics.created_lines``.
 """
 
 from __future__ import annotations
@@ -40,8 +40,6 @@ from opentelemetry.trace import (
     TraceFlags,
     set_span_in_context,
 )
-from prometheus_client import Counter
-from prometheus_client import metrics as client_metrics
 
 from loopwatch.attach.read_api import ERROR, NO_EXTRA, OK, PUBLIC, End, SpanReader, Start, name_text
 from loopwatch.conventions.read import may_be_turn
@@ -384,52 +382,6 @@ def _version(distribution: str) -> str:
 
 
 # -- other libraries' private state, each read where it is as expected, else the public way ----
-
-# The client keeps the switch for _created lines in a private module global, with setters but no
-# public getter: read where it is a bool, else (renamed in some release) learned from what a
-# counter of the client's writes, with one warning.
-_SWITCH = "_use_created"
-_fallback_lock = threading.Lock()
-_warned = False
-_created_probe: Counter | None = None
-
-
-def created_lines() -> bool:
-    """Whether prometheus_client writes ``_created`` lines (its ``disable_created_metrics()``,
-    ``enable_created_metrics()`` and ``PROMETHEUS_DISABLE_CREATED_SERIES``), so these families
-    follow the client's own counters. Never raises: a scrape of the registry must not fail."""
-    switch = getattr(client_metrics, _SWITCH, None)
-    if type(switch) is bool:
-        return switch
-    return _created_by_probe()
-
-
-def _created_by_probe() -> bool:
-    """The switch as an unregistered counter of the client's shows it; failing that, as the
-    client's documented environment variable sets it at start."""
-    global _warned, _created_probe
-    with _fallback_lock:
-        if not _warned:
-            _warned = True
-            log.warning(
-                "prometheus_client %s has no bool %s; whether to write _created "
-                "lines is read from a probe counter instead (same exposition)",
-                _client_version(),
-                _SWITCH,
-            )
-        try:
-            if _created_probe is None:
-                _created_probe = Counter("loopwatch_created_probe", "Probe.", registry=None)
-            samples = [s for metric in _created_probe.collect() for s in metric.samples]
-            return any(s.name.endswith("_created") for s in samples)
-        except Exception:
-            setting = os.environ.get("PROMETHEUS_DISABLE_CREATED_SERIES", "False")
-            return setting.lower() not in ("true", "1", "t")
-
-
-def _client_version() -> str:
-    return _version("prometheus-client")
-
 
 # While no global provider is set, get_tracer_provider() looks up OTEL_PYTHON_TRACER_PROVIDER
 # on every call, and the miss costs more than the rest of an untraced call: the API's private

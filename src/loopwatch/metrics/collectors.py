@@ -22,8 +22,8 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Exemplar, Sample
 from prometheus_client.utils import INF, floatToGoString
 
-from loopwatch.attach.read_fields import created_lines
 from loopwatch.metrics import catalog
+from loopwatch.metrics.created_lines import created_lines
 
 # a histogram's last exemplar of one bucket: trace id (hex), observed value, clock time
 ExemplarRow = tuple[str, float, float]
