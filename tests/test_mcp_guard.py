@@ -21,7 +21,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from loopwatch.guards.mcp_guard import AGENT, add_arguments
+from loopwatch.mcp_guard import AGENT, add_arguments
 from tests.support.helpers import exposition_sum
 from tests.support.mcp_guard import CONFIG, ROOT, SERVER
 
@@ -326,7 +326,7 @@ def test_a_turn_ends_after_the_idle_timeout() -> None:
     from loopwatch.core.config import Config
     from loopwatch.guards.arbiter import IdempotencyArbiter
     from loopwatch.guards.breaker import LoopBreaker
-    from loopwatch.guards.mcp_guard import Guard
+    from loopwatch.mcp_guard import Guard
 
     now = [0.0]
     config = Config(idle_timeout_seconds=300.0)
@@ -362,7 +362,7 @@ def test_a_duplicate_while_the_first_runs_gets_in_progress(tmp_path: Path) -> No
     from loopwatch.core.config import load_config
     from loopwatch.guards.arbiter import IdempotencyArbiter
     from loopwatch.guards.breaker import LoopBreaker
-    from loopwatch.guards.mcp_guard import Guard
+    from loopwatch.mcp_guard import Guard
 
     (tmp_path / "loopwatch.toml").write_text(CONFIG)
     config = load_config(tmp_path / "loopwatch.toml")
@@ -403,7 +403,7 @@ def test_x_loopwatch_in_the_servers_tools_list_declares_an_identity(
     from loopwatch.core.config import Config
     from loopwatch.guards.arbiter import IdempotencyArbiter
     from loopwatch.guards.breaker import LoopBreaker
-    from loopwatch.guards.mcp_guard import Guard
+    from loopwatch.mcp_guard import Guard
 
     config = Config()
     guard = Guard(config, IdempotencyArbiter(config), LoopBreaker(config))

@@ -32,7 +32,7 @@ COMMANDS = {
         "an eval run's traces against a baseline's: exit 1 when the candidate loops more",
     ),
     "mcp-guard": (
-        "loopwatch.guards.mcp_guard",
+        "loopwatch.mcp_guard",
         "a stdio MCP server in front of another (-- COMMAND [ARGS...]): tools/call guarded by "
         "the idempotency arbiter and the loop breaker, everything else passed through",
     ),
