@@ -208,6 +208,8 @@ class LoopwatchSpanProcessor(SpanProcessor):
 
     # -- the agent's thread -------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """Called by the SDK as a span starts, on the agent's thread: queues the start's fields
+        in a trace that may hold a turn. Never blocks, never raises."""
         # Starts only tell an outermost agent span when it ends (the worker decides). On a full
         # queue one is skipped uncounted: its span is counted at its end, read or dropped, and
         # its turn is still finalized when the root ends.
@@ -248,6 +250,8 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._every_start = True
 
     def on_end(self, span: ReadableSpan) -> None:
+        """Called by the SDK as a span ends: queues it for the worker (a full queue drops it
+        and counts it). Never blocks, never raises."""
         queued = len(self._queue)
         if queued < self._limit:  # never once shut down
             self._append(span)
@@ -257,6 +261,8 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._queue_drops.append(None)
 
     def shutdown(self) -> None:
+        """Reads what is queued, finalizes the open turns, logs the summary line and stops the
+        worker; nothing is queued after it."""
         if self._stopped:
             return
         # as BatchSpanProcessor: from now on on_start and on_end return at once

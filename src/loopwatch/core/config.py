@@ -61,6 +61,14 @@ def _setting(
 
 @dataclass(frozen=True)
 class Config:
+    """Every setting, at its default unless given; checked when made (:class:`ConfigError`).
+    ``load_config()`` reads one from ``loopwatch.toml`` and the ``LOOPWATCH_*`` variables; the
+    tools' declarations are in ``tools`` (``[tools.NAME]`` tables).
+
+    >>> Config(loop_threshold=4).loop_threshold
+    4
+    """
+
     loop_threshold: int = _setting(
         3,
         "defaults.loop_threshold",

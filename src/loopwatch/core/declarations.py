@@ -32,6 +32,9 @@ class DeclarationError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ToolDeclaration:
+    """What is declared of one tool (a ``[tools.NAME]`` table, ``x-loopwatch`` or
+    ``@loopwatch.tool``): None where nothing is."""
+
     # None: not declared. ("*",): the explicit choice of the whole arguments.
     identity: tuple[str, ...] | None = None
     reviewed_parameters: tuple[str, ...] | None = None
@@ -47,6 +50,7 @@ class ToolDeclaration:
 
     @property
     def whole_arguments(self) -> bool:
+        """The identity is the whole arguments (``identity = "*"``)."""
         return self.identity == WHOLE_ARGUMENTS_FIELDS
 
 
