@@ -205,19 +205,19 @@ STARTER = """\
 
 [tools.fx_cancel_order]
 # review: identity as declared already ({agent})
-effect = "write"  # its name's first verb is 'cancel', which writes
+effect = "write"  # its name's verb is 'cancel', which writes
 identity = ["order_id"]
 reviewed_parameters = ["order_id", "reason"]
 
 [tools.fx_create_ticket]
 # review: identity as declared already ({openai})
-effect = "write"  # its name's first verb is 'create', which writes
+effect = "write"  # its name's verb is 'create', which writes
 identity = ["customer_id", "order_id"]
 reviewed_parameters = ["customer_id", "order_id", "summary"]
 
 [tools.fx_lookup_customer]
 # review: suggested from the parameter names
-effect = "read"  # its name's first verb is 'lookup', which reads
+effect = "read"  # its name's verb is 'lookup', which reads
 identity = [
     "email",  # in: not named like free text: decides what the call does
 ]
@@ -227,7 +227,7 @@ reviewed_parameters = ["email"]
 
 [tools.fx_search_orders]
 # review: suggested from the parameter names
-effect = "read"  # its name's first verb is 'search', which reads
+effect = "read"  # its name's verb is 'search', which reads
 identity = [
     # "query",      # out: named like free text, reworded on retries
     "customer_id",  # in: not named like free text: decides what the call does
@@ -286,7 +286,7 @@ def test_init_never_overwrites_without_force(
     assert (
         "[tools.fx_search_orders]\n"
         f"# review: identity as declared already ({OPENAI})\n"
-        "effect = \"read\"  # its name's first verb is 'search', which reads\n"
+        "effect = \"read\"  # its name's verb is 'search', which reads\n"
         'identity = "*"\n'
         'reviewed_parameters = ["query", "customer_id"]\n'
         'result = "rows"\n'

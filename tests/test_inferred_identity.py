@@ -110,7 +110,7 @@ def test_one_warning_per_undeclared_tool(caplog: pytest.LogCaptureFixture) -> No
     assert "'warn_create' has no identity declaration" in create
     assert create.endswith(
         "[tools.warn_create]\n"
-        "effect = \"write\"  # its name's first verb is 'create', which writes\n"
+        "effect = \"write\"  # its name's verb is 'create', which writes\n"
         "identity = [\n"
         f'    "customer_id",  # {IN_VALUE}\n'
         f'    "order_id",     # {IN_VALUE}\n'

@@ -261,7 +261,7 @@ def test_command_output_that_grows_is_progress(convention: str) -> None:
 def test_each_tool_is_a_read_or_a_write_and_says_why() -> None:
     assert effect_of("create_ticket", {}, None) == (
         WRITE,
-        "its name's first verb is 'create', which writes",
+        "its name's verb is 'create', which writes",
     )
     assert effect_of("get_message", {}, None)[0] == READ
     assert effect_of("slackPostMessage", {}, None)[0] == WRITE
@@ -269,7 +269,7 @@ def test_each_tool_is_a_read_or_a_write_and_says_why() -> None:
     assert effect_of("weather", {}, None) == (READ, "no verb that writes in its name")
     assert effect_of("channel", {"action": "send"}, None) == (
         WRITE,
-        "its action's first verb is 'send', which writes",
+        "its action's verb is 'send', which writes",
     )
     assert effect_of("channel", {"action": "history"}, None)[0] == READ
     assert effect_of("create_ticket", {}, "read") == (READ, "declared")
@@ -358,3 +358,95 @@ def test_volatile_values_are_one_rule() -> None:
         "deadbeefcafebabe0001 2026-03-02 10:00:03 pid 4312 took 0.4s (12 ms) 45% step 3 of 10"
     )
     assert without_volatile(text, False) == "~ ~ ~ ~ ~ ~ ~ pid ~ took ~ (~) 45% step 3 of 10"
+
+
+# -- what real tool names and answers hold --------------------------------------------------------
+@pytest.mark.parametrize(
+    ("tool", "effect"),
+    [
+        ("refund_status", READ),
+        ("message_history", READ),
+        ("deploy_status", READ),
+        ("comment_count", READ),
+        ("address_book_lookup", READ),
+        ("flight_schedule", READ),
+        ("get_or_create_user", READ),
+        ("update_status", WRITE),
+        ("github_create_issue", WRITE),
+        ("restart_service", WRITE),
+        ("slack_send", WRITE),
+    ],
+)
+def test_names_that_read_about_a_thing_are_reads(tool: str, effect: str) -> None:
+    assert effect_of(tool, {}, None)[0] == effect
+
+
+def _one(tool: str, calls: list[tuple[dict[str, Any], Any]]) -> dict[tuple[str, str, str], float]:
+    turn = Turn("agent", "gpt-4.1", tuple(Call(tool, a, 50, result=r) for a, r in calls))
+    p = _run(turn, "genai")
+    try:
+        return _loops(p)
+    finally:
+        p.processor.shutdown()
+
+
+def test_distinct_writes_stay_distinct() -> None:
+    bodies = ["LGTM", "Needs a test for the retry path", "Rename the flag", "Ship it after CI"]
+    comments = [
+        ({"owner": "o", "repo": "r", "issue_number": 12, "body": b}, {"id": i})
+        for i, b in enumerate(bodies)
+    ]
+    assert _one("add_issue_comment", comments) == {}
+    edits = [
+        ({"path": "src/app.py", "old_string": f"x = {i}", "new_string": f"x = {i + 1}"}, "ok")
+        for i in range(4)
+    ]
+    assert _one("edit_file", edits) == {}
+    paths = [
+        ({"bucket": "b", "path": f"/reports/2026/03/{'q' * 70}-{i}.csv"}, {"etag": i})
+        for i in range(4)
+    ]
+    assert _one("upload_file", paths) == {}
+
+
+def test_a_reworded_memo_does_not_hide_a_second_payment() -> None:
+    memos = ["for the March invoice", "March invoice payment, thanks", "paying invoice 2026-03"]
+    sends = [
+        ({"recipient": "ACME", "amount": 50, "memo": m}, {"payment_id": f"pay_{i}"})
+        for i, m in enumerate(memos)
+    ]
+    assert _one("send_payment", sends) == {("send_payment", "ok", "duplicate"): 1}
+
+
+def test_a_writes_empty_answers_are_no_empty_search() -> None:
+    deletes = [({"path": f"/tmp/{i}.csv"}, "") for i in range(4)]
+    assert _one("delete_file", deletes) == {}
+
+
+def test_an_idempotent_delete_is_no_duplicate() -> None:
+    from loopwatch.core.effects import forget_learned, learn_tool_list
+
+    hints = {"destructiveHint": True, "idempotentHint": True}
+    learn_tool_list([{"name": "lw_delete_file", "annotations": hints}])
+    try:
+        assert effect_of("lw_delete_file", {}, None) == (IDEMPOTENT_WRITE, "MCP idempotentHint")
+        assert _one("lw_delete_file", [({"path": "/tmp/a"}, "deleted")] * 2) == {}
+    finally:
+        forget_learned()
+
+
+def test_volatile_values_in_rows_and_what_stays() -> None:
+    stuck = [
+        (
+            {"build_id": 9},
+            [{"status": "queued", "position": 3, "workerPid": 40 + i, "elapsedMs": i}],
+        )
+        for i in range(5)
+    ]
+    assert _one("get_builds", stuck) == {("get_builds", "ok", "repeat"): 1}
+    downloading = [
+        ({"id": "d1"}, {"downloaded_bytes": 1_288_490_188 + 1_048_576 * i}) for i in range(5)
+    ]
+    assert _one("get_download", downloading) == {}
+    queue = [({"queue": "q"}, {"task": f"task-{7 + i}"}) for i in range(5)]
+    assert _one("peek_queue", queue) == {}

@@ -109,7 +109,7 @@ def test_search_suggestion_drops_the_query_and_reads_rewordings_as_one_key(
     first.close()
     assert warning.endswith(
         "[tools.sg_search_docs]\n"
-        "effect = \"read\"  # its name's first verb is 'search', which reads\n"
+        "effect = \"read\"  # its name's verb is 'search', which reads\n"
         "identity = [\n"
         f'    # "query",      # {OUT_FREE_TEXT}\n'
         f'    "customer_id",  # {IN_VALUE}\n'
@@ -242,7 +242,7 @@ def test_init_keeps_sent_text_and_suggests_a_result_path(
         'reviewed_parameters = ["action", "channel", "text"]',
         "[tools.fx_post_comment]\n"
         "# review: suggested from the parameter names\n"
-        "effect = \"write\"  # its name's first verb is 'post', which writes\n"
+        "effect = \"write\"  # its name's verb is 'post', which writes\n"
         "identity = [\n"
         f'    "issue_id",  # {IN_NAMED}\n'
         f'    "body",      # {IN_SENT}\n'
@@ -250,7 +250,7 @@ def test_init_keeps_sent_text_and_suggests_a_result_path(
         'reviewed_parameters = ["issue_id", "body"]',
         "[tools.fx_search_docs]\n"
         "# review: suggested from the parameter names\n"
-        "effect = \"read\"  # its name's first verb is 'search', which reads\n"
+        "effect = \"read\"  # its name's verb is 'search', which reads\n"
         "identity = [\n"
         f'    # "query",      # {OUT_NAMED}\n'
         f'    "customer_id",  # {IN_NAMED}\n'

@@ -28,8 +28,8 @@ from collections.abc import Callable, Hashable
 from typing import Final
 
 from loopwatch.core.config import Config
-from loopwatch.core.declarations import ToolDeclaration
-from loopwatch.core.effects import WRITE
+from loopwatch.core.declarations import ROWS, ToolDeclaration
+from loopwatch.core.effects import READ, WRITE
 from loopwatch.core.outcomes import EMPTY, OK
 from loopwatch.core.records import LlmMark, ToolCall
 
@@ -76,8 +76,10 @@ def extra_attempts(
                     extras.extend((c, error_class, kind) for c in run)
                 start += n
     if NO_ROWS in kinds:
+        rows = declaration is not None and declaration.result == ROWS
+        threshold = config.no_rows_threshold_for(declaration)
         extras.extend(
-            _streaks(tool_calls, _empty, config.no_rows_threshold_for(declaration), False, NO_ROWS)
+            _streaks(tool_calls, _empty_rows if rows else _empty, threshold, False, NO_ROWS)
         )
     if SAME_RESULT in kinds:
         threshold = config.same_result_threshold_for(declaration)
@@ -89,6 +91,11 @@ def extra_attempts(
 
 
 def _empty(c: ToolCall) -> Hashable:
+    return True if c.result == EMPTY and c.effect == READ else None
+
+
+def _empty_rows(c: ToolCall) -> Hashable:
+    """For a tool declared ``result = "rows"``: an empty answer is no rows, write or read."""
     return True if c.result == EMPTY else None
 
 

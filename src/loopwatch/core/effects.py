@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from loopwatch.core.identity import FREE_TEXT_CHARS, WHITESPACE
+from loopwatch.core.identity import WHITESPACE
 
 READ: Final = "read"
 WRITE: Final = "write"
@@ -27,11 +27,16 @@ DECLARABLE: Final = (READ, WRITE)
 # The argument that chooses what a multi-action tool does: message(action="send", ...).
 ACTION_PARAMETER: Final = "action"
 
-# Words of a tool's name (or its action) that make its text the effect: distinct texts are
+# Verbs of a tool's name (or its action) that make its text the effect: distinct texts are
 # distinct effects, so the text stays in a write's identity.
 TEXT_VERBS: Final = frozenset(
-    {"send", "post", "reply", "write", "comment", "email", "publish", "notify", "message"}
-)
+    {
+        "send", "post", "reply", "write", "comment", "email", "publish", "notify", "message",
+        "edit", "patch", "apply", "save", "append", "replace",
+    }
+)  # fmt: skip
+# Nouns that make a write's text its effect wherever they stand (add_issue_comment, add_note).
+TEXT_NOUNS: Final = frozenset({"comment", "message", "note", "reply", "email", "post", "review"})
 # Words that make a tool a write (TEXT_VERBS included).
 WRITE_VERBS: Final = TEXT_VERBS | frozenset(
     {
@@ -42,10 +47,27 @@ WRITE_VERBS: Final = TEXT_VERBS | frozenset(
         "book", "reserve", "schedule", "invite", "subscribe", "unsubscribe",
         "pay", "charge", "bill", "refund", "transfer", "withdraw", "deposit", "buy", "purchase",
         "sell", "grant", "approve", "reject", "submit", "deploy", "release", "rollback",
-        "merge", "commit", "push", "tweet", "enable", "disable",
+        "merge", "commit", "push", "tweet", "enable", "disable", "reset", "restart", "kill",
+        "trigger", "generate", "start", "stop",
     }
 )  # fmt: skip
-# Verbs that only read: a name whose first verb is one of these reads, whatever it names after
+# Write verbs that are often nouns: before what a read returns (refund_status, message_history,
+# deploy_status, comment_count, book_search) the name reads about the thing.
+NOUN_VERBS: Final = frozenset(
+    {
+        "refund", "transfer", "release", "deploy", "merge", "message", "comment", "post",
+        "book", "schedule", "close", "push", "email", "reply", "charge", "bill", "deposit",
+        "commit", "publish", "review", "patch", "copy", "mark",
+    }
+)  # fmt: skip
+# What a name that reads about a thing ends in.
+READ_NOUNS: Final = frozenset(
+    {
+        "status", "state", "history", "info", "details", "detail", "count", "logs", "stats",
+        "progress", "conflicts", "price", "date", "metadata", "preview", "summary",
+    }
+)  # fmt: skip
+# Verbs that only read: a name whose verb is one of these reads, whatever it names after
 # (get_message, list_comments, search_posts).
 READ_VERBS: Final = frozenset(
     {
@@ -57,7 +79,8 @@ READ_VERBS: Final = frozenset(
 )  # fmt: skip
 
 # Parameter names that hold prose a model rewords (a summary, a description, a note): never
-# a write's identity, however short their value.
+# a write's identity, however short their value; on a tool whose text is its effect, only the
+# body stays (BODY_WORDS).
 PROSE_WORDS: Final = frozenset(
     {
         "summary", "description", "desc", "note", "notes", "details", "reason", "explanation",
@@ -67,6 +90,14 @@ PROSE_WORDS: Final = frozenset(
 )  # fmt: skip
 # A short text with spaces names the thing written (a person, a title, "Order 19"): at most
 # this many words and characters. Longer is prose.
+# The names of a text tool's body: its text is what it writes.
+BODY_WORDS: Final = frozenset(
+    {
+        "body", "text", "content", "comment", "comments", "message", "note", "notes", "reply",
+        "patch", "diff", "code", "string", "html", "markdown",
+    }
+)  # fmt: skip
+NO_VERB: Final = "no verb that writes in its name"
 NAME_WORDS: Final = 4
 NAME_CHARS: Final = 40
 
@@ -83,42 +114,66 @@ def words(name: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(name[:_WORD_CHARS])]
 
 
-def _first_verb(name: str) -> str | None:
-    """The first word of a name that is a verb that reads or writes: it says what the tool
-    does (get_message reads, slackPostMessage posts)."""
-    for w in words(name):
+def _verb(found: list[str]) -> str | None:
+    """The verb that says what a tool does: its name's first word, or the second after one
+    prefix (slack_post_message, github_create_issue); in a name of two words, a second word
+    that is often a noun is not its verb (flight_schedule)."""
+    for i, w in enumerate(found[:2]):
         if w in READ_VERBS or w in WRITE_VERBS:
+            if i and len(found) == 2 and w in NOUN_VERBS:
+                return None
             return w
     return None
 
 
+def _reads_about(found: list[str]) -> bool:
+    """A name that ends in what a read returns (a status, a history, a count, a search) and
+    starts with no plain write verb: refund_status, message_history, address_book_lookup."""
+    if len(found) < 2 or (found[-1] not in READ_NOUNS and found[-1] not in READ_VERBS):
+        return False
+    return found[0] not in WRITE_VERBS or found[0] in NOUN_VERBS
+
+
 def sends_text(tool: str, actions: Iterable[Any] = ()) -> bool:
-    """True for a tool whose text is its effect: the first verb of its name, or of an
-    ``action`` value it is called with (or declares), is one of TEXT_VERBS."""
+    """True for a write whose text is its effect: the verb of its name, or of an ``action``
+    value it is called with (or declares), is one of TEXT_VERBS, or a word of the name of a
+    write is one of TEXT_NOUNS (add_issue_comment)."""
     names = itertools.chain((tool,), (a for a in actions if isinstance(a, str)))
-    return any(_first_verb(n) in TEXT_VERBS for n in names)
+    for name in names:
+        found = words(name)
+        if _reads_about(found):
+            continue
+        verb = _verb(found)
+        if verb in TEXT_VERBS or (verb in WRITE_VERBS and any(w in TEXT_NOUNS for w in found)):
+            return True
+    return False
 
 
 def inferred_effect(name: str) -> tuple[str, str]:
-    """``(effect, why)`` of a tool or action name, from the first verb in it."""
-    verb = _first_verb(name)
+    """``(effect, why)`` of a tool or action name, from its verb (_verb), unless it reads about
+    a thing (_reads_about)."""
+    found = words(name)
+    if _reads_about(found):
+        return READ, f"its name ends in {found[-1]!r}: it reads about a thing"
+    verb = _verb(found)
     if verb is None:
-        return READ, "no verb that writes in its name"
+        return READ, NO_VERB
     if verb in READ_VERBS:
-        return READ, f"its name's first verb is {verb!r}, which reads"
-    return WRITE, f"its name's first verb is {verb!r}, which writes"
+        return READ, f"its name's verb is {verb!r}, which reads"
+    return WRITE, f"its name's verb is {verb!r}, which writes"
 
 
 def annotated_effect(annotations: Mapping[str, Any]) -> tuple[str, str] | None:
     """``(effect, why)`` from MCP tool annotations; None when they say nothing of it.
-    ``readOnlyHint`` true reads; otherwise ``destructiveHint`` true, ``idempotentHint`` true or
-    ``readOnlyHint`` false writes (the spec's defaults: not read-only, destructive)."""
+    ``readOnlyHint`` true reads; otherwise ``idempotentHint`` true is a write whose repeat has
+    no further effect (even when destructive: a second delete deletes nothing), and
+    ``destructiveHint`` true or ``readOnlyHint`` false a write."""
     if annotations.get("readOnlyHint") is True:
         return READ, "MCP readOnlyHint"
-    if annotations.get("destructiveHint") is True:
-        return WRITE, "MCP destructiveHint"
     if annotations.get("idempotentHint") is True:
         return IDEMPOTENT_WRITE, "MCP idempotentHint"
+    if annotations.get("destructiveHint") is True:
+        return WRITE, "MCP destructiveHint"
     if annotations.get("readOnlyHint") is False:
         return WRITE, "MCP readOnlyHint false"
     return None
@@ -133,13 +188,14 @@ class _Effects:
         # names already judged (the same few tools and parameters, call after call)
         self.inferred: dict[str, tuple[str, str]] = {}
         self.prose: dict[str, bool] = {}
+        self.body: dict[str, bool] = {}
         self.sends: dict[tuple[str, str | None], bool] = {}
         self.dropped = 0  # tools whose annotations were not kept: the map was full
 
     def reset(self) -> None:
         with self._lock:
             self.annotated, self.inferred, self.dropped = {}, {}, 0
-            self.prose, self.sends = {}, {}
+            self.prose, self.body, self.sends = {}, {}, {}
 
     def learn(self, tool: str, effect: tuple[str, str]) -> None:
         with self._lock:
@@ -150,6 +206,7 @@ class _Effects:
             self.annotated = {**self.annotated, tool: effect}
 
     def by_name(self, name: str) -> tuple[str, str]:
+        name = name[:_WORD_CHARS]
         found = self.inferred.get(name)
         if found is None:
             found = inferred_effect(name)
@@ -159,16 +216,25 @@ class _Effects:
         return found
 
     def prose_name(self, name: str) -> bool:
-        found = self.prose.get(name)
+        return self._judged(self.prose, name, PROSE_WORDS)
+
+    def body_name(self, name: str) -> bool:
+        return self._judged(self.body, name, BODY_WORDS)
+
+    @staticmethod
+    def _judged(judged: dict[str, bool], name: str, among: frozenset[str]) -> bool:
+        """Whether a word of ``name`` is ``among`` those words, remembered (bounded)."""
+        name = name[:_WORD_CHARS]
+        found = judged.get(name)
         if found is None:
-            found = any(w in PROSE_WORDS for w in words(name))
-            if len(self.prose) >= MAX_TOOLS:
-                self.prose = {}
-            self.prose[name] = found
+            found = any(w in among for w in words(name))
+            if len(judged) >= MAX_TOOLS:
+                judged.clear()
+            judged[name] = found
         return found
 
     def text_tool(self, tool: str, action: Any) -> bool:
-        key = (tool, action if isinstance(action, str) else None)
+        key = (tool[:_WORD_CHARS], action[:_WORD_CHARS] if isinstance(action, str) else None)
         found = self.sends.get(key)
         if found is None:
             found = sends_text(tool, (action,))
@@ -214,29 +280,44 @@ def effect_of(tool: str, arguments: Any, declared: str | None) -> tuple[str, str
         action = arguments.get(ACTION_PARAMETER)
         if isinstance(action, str):
             effect, why = _EFFECTS.by_name(action)
-            if effect != READ:
+            if why != NO_VERB:  # the action says what this call does, read or write
                 return effect, why.replace("its name", f"its {ACTION_PARAMETER}", 1)
     return _EFFECTS.by_name(tool)
 
 
-def is_prose(name: str, value: Any) -> bool:
-    """A string a model rewords: under a prose name (PROSE_WORDS), long, or more than a short
-    name's words."""
+def is_prose(name: str, value: Any, body: bool = False) -> bool:
+    """A string a model rewords: under a prose name (PROSE_WORDS; with ``body``, one that is not
+    a text tool's body), or text with spaces longer than a short name (NAME_WORDS, NAME_CHARS).
+    A value without spaces (a path, a URL, an id) is never prose, however long."""
     if not isinstance(value, str):
         return False
-    if len(value) > FREE_TEXT_CHARS or _EFFECTS.prose_name(name):
+    if _EFFECTS.prose_name(name) and not (body and _EFFECTS.body_name(name)):
         return True
     if WHITESPACE.search(value) is None:
         return False
+    if body:
+        return False  # a text tool's text is its effect
     return len(value) > NAME_CHARS or len(value.split()) > NAME_WORDS
 
 
+# Nesting of mappings read for prose in a write's arguments; deeper ones are kept whole.
+_PROSE_DEPTH: Final = 8
+
+
 def written_arguments(tool: str, arguments: Any) -> Any:
-    """What an undeclared write's success is keyed on: every argument for a tool whose text is
-    its effect, else the arguments minus prose (top-level fields; a bare value is kept unless
-    it is prose)."""
+    """What an undeclared write's success is keyed on: its arguments minus prose, in nested
+    mappings too; on a tool whose text is its effect, minus the prose that is not its body (a
+    memo, a description). A bare value is kept unless it is prose."""
     if type(arguments) is not dict:
         return None if is_prose("", arguments) else arguments
-    if _EFFECTS.text_tool(tool, arguments.get(ACTION_PARAMETER)):
-        return arguments
-    return {k: v for k, v in arguments.items() if not is_prose(str(k), v)}
+    return _without_prose(arguments, _EFFECTS.text_tool(tool, arguments.get(ACTION_PARAMETER)), 0)
+
+
+def _without_prose(arguments: dict[Any, Any], body: bool, depth: int) -> dict[Any, Any]:
+    kept: dict[Any, Any] = {}
+    for k, v in arguments.items():
+        if type(v) is dict and depth < _PROSE_DEPTH:
+            kept[k] = _without_prose(v, body, depth + 1)
+        elif not is_prose(str(k), v, body):
+            kept[k] = v
+    return kept

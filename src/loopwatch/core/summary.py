@@ -20,7 +20,8 @@ from loopwatch.core.cost import (
     charge,
     extra_attempts,
 )
-from loopwatch.core.effects import WRITE
+from loopwatch.core.declarations import ROWS
+from loopwatch.core.effects import READ, WRITE
 from loopwatch.core.fingerprint import NOT_KNOWN
 from loopwatch.core.keys import AttemptKey
 from loopwatch.core.outcomes import EMPTY, OK
@@ -396,6 +397,7 @@ def _tool_summary(
                 for c in key_calls[start + threshold : start + n]:
                     over_cap_ns += max(0, c.end_ns - c.start_ns)
                 start += n
+    rows_declared = declaration is not None and declaration.result == ROWS
     # one pass over the tool's calls in start order: no-rows, failing and same-result runs
     run = longest = bare = inferred = 0
     failing = _Streak(config.failing_threshold_for(declaration))  # one error class
@@ -404,7 +406,9 @@ def _tool_summary(
     classes: dict[str, int] = {}
     for c in tool_calls:
         result = c.result
-        if result == EMPTY:  # a failed call breaks a run like a call with rows
+        # a failed call breaks a run like a call with rows; a write's empty answer is no search
+        # unless its results are declared rows
+        if result == EMPTY and (c.effect == READ or rows_declared):
             run += 1
             if run > longest:
                 longest = run

@@ -36,12 +36,19 @@ _KEEP_FIRST: Final = r"\1~"
 _VOLATILE_KEY: Final = re.compile(
     r"\A(?:(?i:id|uuid|guid|uid|pid|ppid|ts|took|cwd|etag|nonce|time|timestamp|workdir"
     r"|working[_-]?dir(?:ectory)?)"
-    r"|(?i:session|elapsed|duration|latency|receipt)[^\n]{0,64}"
+    r"|(?i:session|receipt)(?:[_-]?(?i:id|key|token))?"
+    r"|(?i:elapsed|duration|latency)(?:[_-]?(?i:ms|ns|us|s|secs?|seconds|millis|time))?"
     r"|(?i:x[_-]?)?(?i:request|trace|span|correlation)[_-]?(?i:id)"
     r"|[^\n]{0,64}?(?:_id|-id|Id|ID|_uuid|Uuid|_pid|Pid|_at|At|_ms|Ms|_ts|_time|Time"
     r"|_timestamp|Timestamp))\Z"
 )
+# The keys of ids: inside a list's rows they tell one row from another, and stay.
+_ID_KEY: Final = re.compile(
+    r"\A(?:(?i:id|uuid|guid|uid)|[^\n]{0,64}?(?:_id|-id|Id|ID|_uuid|Uuid))\Z"
+)
 MAX_KEY_CHARS: Final = 64
+# Rows of a list read for volatile keys; later ones are compared whole (bounded work).
+MAX_ROWS: Final = 1000
 # Nesting of mappings read for volatile keys; deeper ones are kept whole (bounded work).
 _KEY_DEPTH: Final = 8
 # Key names already judged, bounded: results repeat the same few keys.
@@ -71,21 +78,22 @@ _WORD_BEFORE: Final = re.compile(r"[A-Za-z]{1,12}\Z")
 # words that name what a counter counts: msg_8f3a, sess-41, req-7, chatcmpl-9xQ
 COUNTER_WORDS: Final = frozenset(
     {
-        "msg", "message", "sess", "session", "req", "request", "run", "evt", "event", "txn",
-        "tx", "call", "resp", "chatcmpl", "toolu", "job", "task", "trace", "span", "op", "conv",
-        "thread", "item", "conn", "ws",
+        "msg", "message", "sess", "session", "req", "request", "evt", "call", "resp",
+        "chatcmpl", "toolu", "trace", "span", "conn",
     }
 )  # fmt: skip
 # any word_ and this many letters and digits or more (a generated id: ch_3MtwBwLkdIwHu7ix)
 _GENERATED_TAIL: Final = 8
-_EPOCHS: Final = re.compile(r"1(?<![\w.]1)\d{9}(?:\d{3})?(?:\.\d+)?(?![\w.])")
+# epoch seconds and milliseconds from 2014 to 2033 (a ten-digit byte count is no clock)
+_EPOCHS: Final = re.compile(r"1(?<![\w.]1)[4-9]\d{8}(?:\d{3})?(?:\.\d+)?(?![\w.])")
+_EPOCHS_20: Final = re.compile(r"2(?<![\w.]2)0\d{8}(?:\d{3})?(?:\.\d+)?(?![\w.])")
 _NAMED_IDS: Final = re.compile(
     r"\b((?i:(?:request|trace|correlation)[ _-]?id|pid)\b[\s:=#\"']{0,3})[\w.-]+"
 )
 _NAMED_ID_WORDS: Final = ("request", "trace", "correlation", "pid")
 # a number with a unit of time: a duration (the 1990s too, which is rarely what a poll shows)
 _DURATIONS: Final = re.compile(
-    r"(?<![\w.])[0-9]+(?:\.[0-9]+)? ?(?:ns|us|µs|ms|s|sec|secs|seconds)\b"
+    r"(?<![\w.])(?:[0-9]+h)?(?:[0-9]+m)?[0-9]+(?:\.[0-9]+)? ?(?:ns|us|µs|ms|s|sec|secs|seconds)\b"
 )
 _DIGIT: Final = re.compile(r"\d")
 _SCALARS: Final = (str, int, float)  # (bool is an int: a flag under a volatile key goes too)
@@ -100,36 +108,48 @@ class _Keys:
     """Key names judged volatile or not: the same few, over and over."""
 
     def __init__(self) -> None:
-        self.judged: dict[str, bool] = {}
+        self.judged: dict[str, tuple[bool, bool]] = {}
 
-    def volatile(self, name: str) -> bool:
+    def volatile(self, name: str, in_row: bool) -> bool:
+        """Whether ``name``'s value is volatile; ``in_row``: in a list's row, where an id
+        key tells rows apart and stays."""
+        name = name[:MAX_KEY_CHARS]
         found = self.judged.get(name)
         if found is None:
-            found = _VOLATILE_KEY.match(name[:MAX_KEY_CHARS]) is not None
+            found = (
+                _VOLATILE_KEY.match(name) is not None,
+                _ID_KEY.match(name) is not None,
+            )
             if len(self.judged) >= _KEYS_KEPT:
                 self.judged.clear()
             self.judged[name] = found
-        return found
+        return found[0] and not (in_row and found[1])
 
 
 _KEYS: Final = _Keys()
 
 
-def without_volatile_keys(value: Any, depth: int = 0) -> Any:
+def without_volatile_keys(value: Any, depth: int = 0, in_row: bool = False) -> Any:
     """A mapping with the string or number value of each volatile key replaced by ``~``, in
-    nested mappings too but not inside lists: there an id tells one row from another, and a
-    different row is news. Anything else is returned as it is (so is a mapping with nothing to
-    replace)."""
-    if type(value) is not dict or depth >= _KEY_DEPTH:
+    nested mappings and in a list's rows too; in a row an id key stays (it tells one row from
+    another, and a different row is news). Anything else is returned as it is, and so is a
+    value with nothing to replace."""
+    kind = type(value)
+    if depth >= _KEY_DEPTH or (kind is not dict and kind is not list):
         return value
+    if kind is list:
+        rows = [without_volatile_keys(v, depth + 1, True) for v in value[:MAX_ROWS]]
+        if all(r is v for r, v in zip(rows, value, strict=False)):
+            return value
+        return rows + value[MAX_ROWS:]
     out: dict[Any, Any] = {}
     changed = False
     for k, v in value.items():
-        if type(v) is dict:
-            kept = without_volatile_keys(v, depth + 1)
+        if type(v) is dict or type(v) is list:
+            kept = without_volatile_keys(v, depth + 1, in_row)
             changed = changed or kept is not v
             v = kept
-        elif isinstance(v, _SCALARS) and type(k) is str and _KEYS.volatile(k):
+        elif isinstance(v, _SCALARS) and type(k) is str and _KEYS.volatile(k, in_row):
             v, changed = PLACEHOLDER, True
         out[k] = v
     return out if changed else value
@@ -148,7 +168,12 @@ def _without_counters(text: str) -> str:
             and (text[word.start() - 1].isalnum() or text[word.start() - 1] in "_-")
         ):
             continue
-        generated = text[start] == "_" and len(tail.group(1)) >= _GENERATED_TAIL
+        tail_text = tail.group(1)
+        generated = (
+            text[start] == "_"
+            and len(tail_text) >= _GENERATED_TAIL
+            and not tail_text.isdigit()  # a date or a count (backup_20260302) is no id
+        )
         if word.group().lower() in COUNTER_WORDS or generated:
             parts.append(text[kept : word.start()])
             parts.append(PLACEHOLDER)
@@ -177,6 +202,7 @@ def without_volatile(text: str, json_text: bool) -> str:
         text = _sub(_HEX, PLACEHOLDER, text)
     text = _without_counters(text)
     text = _sub(_EPOCHS, PLACEHOLDER, text)
+    text = _sub(_EPOCHS_20, PLACEHOLDER, text)
     if json_text:
         return text
     low = text.lower()

@@ -21,8 +21,8 @@ from typing import Any, Literal, TypeVar
 from opentelemetry.trace import TracerProvider
 
 from loopwatch.core.config import ON_STORE_ERROR, Config
-from loopwatch.core.declarations import ToolDeclaration
-from loopwatch.core.effects import READ, effect_of
+from loopwatch.core.declarations import ROWS, ToolDeclaration
+from loopwatch.core.effects import READ, effect_of, written_arguments
 from loopwatch.core.fingerprint import NOT_KNOWN
 from loopwatch.core.identity import without_free_text
 from loopwatch.core.keys import AttemptKey, attempt_key, identities
@@ -282,9 +282,11 @@ class BreakerTurn:
                 return repeat_stop(tool, IN_FLIGHT, IN_FLIGHT, verdict.count, fields)
             outcome = verdict.outcome
             error_class = outcome if outcome in _ERROR_CLASSES else OK
-            if fields is None and error_class != OK:
-                fields = _kept_parameters(pending.arguments)
             write = pending.effect != READ
+            if fields is None and error_class != OK:
+                fields = _kept_parameters(without_free_text(pending.arguments))
+            elif fields is None and write:
+                fields = _kept_parameters(written_arguments(tool, pending.arguments))
             return repeat_stop(tool, error_class, outcome, verdict.count, fields, write)
         if verdict.stop == breaker_counts.NO_ROWS:
             return no_rows_stop(tool, verdict.count)
@@ -317,7 +319,9 @@ class BreakerTurn:
         if not pending.token:
             return key  # let through unchecked: there is no reservation to record against
         # as the processor's streak: an empty result extends it, anything else resets it
-        empty = error_class == OK and outcome == EMPTY
+        declared = pending.declaration
+        rows = pending.effect == READ or (declared is not None and declared.result == ROWS)
+        empty = error_class == OK and outcome == EMPTY and rows
         identity = pending.succeeded[1]
         done = Done(
             pending.tool, identity, pending.token, key.identity, key.outcome, empty, progress
@@ -361,9 +365,9 @@ class BreakerTurn:
 _ERROR_CLASSES = frozenset(ERROR_CLASSES)
 
 
-def _kept_parameters(arguments: Any) -> tuple[str, ...]:
-    """The parameter names an inferred key kept (free text left out), for the stop message."""
-    kept = without_free_text(arguments)
+def _kept_parameters(kept: Any) -> tuple[str, ...]:
+    """The parameter names an inferred key kept (free text or prose left out), for the stop
+    message."""
     return tuple(sorted(map(str, kept))) if isinstance(kept, dict) else ()
 
 
