@@ -44,6 +44,8 @@ from loopwatch.core.config import Config, load_config
 from loopwatch.core.records import KIND_OTHER, Link, Record, kind_of
 from loopwatch.core.sink import QueueGauges, Sink
 from loopwatch.core.span_view import SpanView
+from loopwatch.loopspans.in_process import LoopSpans
+from loopwatch.metrics.catalog import LOOP_SPANS_PER_TURN_BOUND
 from loopwatch.metrics.exporter import LoopwatchMetrics, metrics_for
 
 log = logging.getLogger("loopwatch")
@@ -124,6 +126,8 @@ class LoopwatchSpanProcessor(SpanProcessor):
     ``config`` defaults to :func:`loopwatch.load_config`; metrics go to ``registry`` (default:
     prometheus_client's global registry) unless ``sink`` is given. ``max_turn_traces``: how
     many traces with an agent span ``on_start`` follows before it queues every start.
+    Loop spans go through ``tracer_provider`` (default: the global one), their log events (when
+    switched on) through ``logger_provider`` (default: the global one).
     """
 
     def __init__(
@@ -133,6 +137,8 @@ class LoopwatchSpanProcessor(SpanProcessor):
         sink: Sink | None = None,
         *,
         max_turn_traces: int = TURN_TRACES,
+        tracer_provider: Any = None,
+        logger_provider: Any = None,
     ) -> None:
         self.config = config if config is not None else load_config()
         self.sink: Sink = (
@@ -146,6 +152,19 @@ class LoopwatchSpanProcessor(SpanProcessor):
             )
         )
         self._assembler = TurnAssembler(self.config, self.sink)
+        # ids of loopwatch's own loop spans, ended (on the worker) and not yet taken off the
+        # queue: the worker leaves them unread, so they change no number
+        self._own: set[int] = set()
+        self._loop_spans: LoopSpans | None = None
+        if self.config.loop_spans_per_turn:
+            self._loop_spans = LoopSpans(
+                tracer_provider,
+                self._own.add,
+                self._unmarked,
+                events=bool(self.config.loop_events),
+                logger_provider=logger_provider,
+            )
+        self._assembler.loop_spans = self._loop_spans
         # the queue's gauges, where the sink has them (LoopwatchMetrics does). (One attribute
         # for them: run as Python, past 30 attributes every read of one on self costs more.)
         self._gauges = QueueGauges(self.sink)
@@ -268,6 +287,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._worker.join(timeout=5)
         with self._lock:
             self._safe(self._assembler.finalize_all)
+            self._own.clear()  # loop spans of the turns just finalized: the queue took none
             self._safe(self.sink.open_turns, self._assembler.open_turns)
             self._turn_traces.clear()
             self._every_start = False
@@ -315,12 +335,20 @@ class LoopwatchSpanProcessor(SpanProcessor):
         self._turn_traces.clear()
         self._every_start = False
         self._assembler = TurnAssembler(self.config, self.sink, self._assembler.clock)
+        self._assembler.loop_spans = self._loop_spans
+        self._own.clear()
         if self._stopped or not self._open:
             return
         self._safe(self.sink.open_turns, 0)
         self._show_queue(0)
         self._show_every_start()
         self._start_worker()
+
+    def _unmarked(self, count: int) -> None:
+        """Loops of one turn past its loop spans' bound, counted where the sink counts them."""
+        dropped = getattr(self.sink, "loop_spans_dropped", None)
+        if dropped is not None:
+            dropped(LOOP_SPANS_PER_TURN_BOUND, count)
 
     def _safe(self, fn: Any, *args: Any) -> None:
         try:
@@ -461,6 +489,8 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._safe(self.sink.dropped, DROP_QUEUE_FULL)
         self._show_every_start()  # on_start may have turned it on
         self._processed += taken
+        if self._own:  # own spans the queue never took (full, or shut down): not coming
+            self._own.clear()
 
     def _drain_chunk(self, queue: deque[Queued], counts: dict[str, int]) -> int:
         """Process up to a chunk of the queue; how many items it took."""
@@ -471,10 +501,14 @@ class LoopwatchSpanProcessor(SpanProcessor):
         items: list[Read] = []
         taken = min(len(queue), _CHUNK)
         popleft = queue.popleft
+        own = self._own  # empty unless a loop span was emitted since the last chunk
         for _ in range(taken):
             item = popleft()
             if isinstance(item, (StartFields, SpanStart)):
                 items.append(item)
+                continue
+            if own and item.context.span_id in own:  # loopwatch's own loop span: never read
+                own.discard(item.context.span_id)
                 continue
             try:
                 items.append(self._ended(item))
