@@ -10,10 +10,11 @@ from opentelemetry.util.types import AttributeValue
 
 from loopwatch.core.loop_marks import LoopMark
 from loopwatch.core.outcomes import OK
+from loopwatch.core.records import OWN_SCOPE
 
 # The instrumentation scope of every loop span and event: what tells loopwatch's own spans from
 # an agent's wherever they come back (serve skips a scope of this name whole).
-SCOPE: Final = "loopwatch.loop"
+SCOPE: Final = OWN_SCOPE
 EVENT_NAME: Final = "loopwatch.loop"
 NAME_PREFIX: Final = "loopwatch.loop "
 
