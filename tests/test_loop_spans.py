@@ -209,3 +209,52 @@ def test_loop_spans_read_back_change_no_number() -> None:
     finally:
         on.provider.shutdown()
         off.provider.shutdown()
+
+
+def test_log_events_when_switched_on_carry_the_loop_span_ids() -> None:
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+
+    logs = InMemoryLogRecordExporter()
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    registry = CollectorRegistry()
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    processor = LoopwatchSpanProcessor(
+        config=Config(loop_events=1),
+        registry=registry,
+        tracer_provider=provider,
+        logger_provider=logger_provider,
+    )
+    provider.add_span_processor(processor)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    try:
+        emit_turn(provider.get_tracer("test"), scenarios.fourteen_tickets(), START)
+        assert processor.force_flush(10_000)
+        (loop,) = [s for s in exporter.get_finished_spans() if s.name.startswith("loopwatch.")]
+        (event,) = [r.log_record for r in logs.get_finished_logs()]
+        assert loop.context is not None
+        assert event.event_name == "loopwatch.loop"
+        assert event.trace_id == loop.context.trace_id
+        assert event.span_id == loop.context.span_id
+        assert event.timestamp == loop.end_time
+        assert dict(event.attributes or {}) == dict(loop.attributes or {})
+    finally:
+        provider.shutdown()
+        logger_provider.shutdown()
+
+
+def test_no_log_event_by_default(pipeline: LoopPipeline) -> None:
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+
+    assert Config().loop_events == 0  # the Logs API is experimental in the pinned SDK
+    logs = InMemoryLogRecordExporter()
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    pipeline.processor._loop_spans._logger_provider = logger_provider  # type: ignore[union-attr]
+    pipeline.emit(scenarios.fourteen_tickets())
+    assert len(pipeline.loop_spans()) == 1
+    assert logs.get_finished_logs() == ()
+    logger_provider.shutdown()

@@ -159,3 +159,17 @@ def test_replay_sends_the_same_loop_span(receiver: OtlpReceiver, tmp_path: Path)
         received = receiver.wait_spans(2)
     first, second = (s for _, _, s in received)
     assert first == second == span
+
+
+def test_serve_sends_the_log_events_when_switched_on(receiver: OtlpReceiver) -> None:
+    request = request_for(fourteen_tickets())
+    toml = NO_GRACE + "\n[loop_spans]\nevents = 1\n"
+    with ServeProcess(toml, ("--export-otlp", receiver.endpoint)) as serve:
+        assert post(serve.http, request.SerializeToString())[0] == 200
+        span = _check_seed_loop(receiver.wait_spans(1), request)
+        wait_for(lambda: receiver.log_records(), 30, "the loop event")
+    (event,) = receiver.log_records()
+    assert event.event_name == "loopwatch.loop"
+    assert event.trace_id == span.trace_id
+    assert event.span_id == span.span_id
+    assert _attributes(event.attributes) == _attributes(span.attributes)

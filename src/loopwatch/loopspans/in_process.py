@@ -67,9 +67,13 @@ class LoopSpans:
                 context=context,
                 kind=SpanKind.INTERNAL,
                 attributes=attrs,
-                links=links(trace_id, mark),
                 start_time=mark.start_ns,
             )
+            if not span.is_recording():  # no SDK behind the provider (or not sampled): no more
+                return
+            # links added once recording: building them is most of a loop span's cost
+            for link in links(trace_id, mark):
+                span.add_link(link.context)
             self._own(span.get_span_context().span_id)
             span.end(end_time=mark.end_ns)
             if logger is not None:
