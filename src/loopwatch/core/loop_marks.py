@@ -6,6 +6,7 @@ Hashes and span ids only: never an argument, result or identity value."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from loopwatch.core.cost import DUPLICATE, REPEAT, LoopRun
 from loopwatch.core.records import GUARD_RAN, ToolCall
@@ -51,7 +52,7 @@ class LoopMark:
         self.guard_stopped = guard_stopped
 
 
-_NO_TOKENS = (0, 0, 0, 0)
+_NO_TOKENS: Final = (0, 0, 0, 0)
 
 
 def loop_marks(
@@ -66,6 +67,8 @@ def loop_marks(
     marks: list[LoopMark] = []
     for i in order[:limit]:
         calls, error_class, kind = runs[i]
+        t = per_loop.get(i)
+        tokens = _NO_TOKENS if t is None else (t[0], t[1], t[2], t[3])
         first = calls[0]
         one_key = kind in (REPEAT, DUPLICATE)
         marks.append(
@@ -78,7 +81,7 @@ def loop_marks(
                 tuple(c.span_id for c in calls),
                 calls[1 if len(calls) > 1 else 0].start_ns,
                 max(c.end_ns for c in calls),
-                tuple(per_loop[i]) if i in per_loop else _NO_TOKENS,  # type: ignore[arg-type]
+                tokens,
                 _stopped(calls, guarded, one_key),
             )
         )
