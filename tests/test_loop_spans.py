@@ -258,3 +258,61 @@ def test_no_log_event_by_default(pipeline: LoopPipeline) -> None:
     assert len(pipeline.loop_spans()) == 1
     assert logs.get_finished_logs() == ()
     logger_provider.shutdown()
+
+
+def test_a_loop_a_guard_stopped_says_so() -> None:
+    """The real loop breaker (cap 2) runs the first three tickets and stops the other eleven:
+    the loop span covers the three calls that ran, and says a guard stopped it."""
+    import json
+
+    from opentelemetry import trace
+    from opentelemetry.trace import Status, StatusCode
+
+    from loopwatch.core.declarations import ToolDeclaration
+    from loopwatch.demo.scenarios import TICKET_SUMMARIES
+    from loopwatch.guards import LoopBreaker, TerminalResult
+    from tests.fixtures.tools.tickets import TicketService
+
+    config = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})
+    p = LoopPipeline(config)
+    second = 1_000_000_000
+    try:
+        with LoopBreaker(config).turn() as turn:
+            root_attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}
+            root = p.tracer.start_span(
+                "invoke_agent support", start_time=START, attributes=root_attrs
+            )
+            t = START
+            with trace.use_span(root, end_on_exit=False):
+                for summary in TICKET_SUMMARIES:
+                    args = {"customer_id": "c_40912", "order_id": "88214", "summary": summary}
+                    attrs = {
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": "create_ticket",
+                        "gen_ai.tool.call.arguments": json.dumps(args),
+                    }
+                    s = p.tracer.start_span(
+                        "execute_tool create_ticket", start_time=t, attributes=attrs
+                    )
+                    with trace.use_span(s, end_on_exit=False):
+                        try:
+                            answer = turn.call(
+                                "create_ticket", args, lambda a=args: TicketService().create(**a)
+                            )
+                        except TimeoutError as e:
+                            s.record_exception(e)
+                            s.set_status(Status(StatusCode.ERROR, str(e)))
+                        else:
+                            assert isinstance(answer, TerminalResult)
+                    t += 30 * second
+                    s.end(end_time=t)
+            root.end(end_time=t + second)
+        (loop,) = p.loop_spans()
+        attributes = dict(loop.attributes or {})
+        assert attributes["loopwatch.loop.attempts"] == 3
+        assert attributes["loopwatch.loop.guard_stopped"] is True
+        assert len(loop.links) == 3
+        assert loop.start_time == START + 30 * second
+        assert loop.end_time == START + 90 * second
+    finally:
+        p.provider.shutdown()
