@@ -264,6 +264,7 @@ def test_a_loop_a_guard_stopped_says_so() -> None:
     """The real loop breaker (cap 2) runs the first three tickets and stops the other eleven:
     the loop span covers the three calls that ran, and says a guard stopped it."""
     import json
+    from functools import partial
 
     from opentelemetry import trace
     from opentelemetry.trace import Status, StatusCode
@@ -297,7 +298,7 @@ def test_a_loop_a_guard_stopped_says_so() -> None:
                     with trace.use_span(s, end_on_exit=False):
                         try:
                             answer = turn.call(
-                                "create_ticket", args, lambda a=args: TicketService().create(**a)
+                                "create_ticket", args, partial(TicketService().create, **args)
                             )
                         except TimeoutError as e:
                             s.record_exception(e)
