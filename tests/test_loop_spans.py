@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.resources import Resource
@@ -27,12 +28,15 @@ class LoopPipeline:
     """A real TracerProvider: loopwatch's processor (loop spans through this provider) and an
     in-memory exporter behind it, as an application's own exporter."""
 
-    def __init__(self, config: Config | None = None) -> None:
+    def __init__(self, config: Config | None = None, logger_provider: Any = None) -> None:
         self.registry = CollectorRegistry()
         self.exporter = InMemorySpanExporter()
         self.provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
         self.processor = LoopwatchSpanProcessor(
-            config=config or Config(), registry=self.registry, tracer_provider=self.provider
+            config=config or Config(),
+            registry=self.registry,
+            tracer_provider=self.provider,
+            logger_provider=logger_provider,
         )
         self.provider.add_span_processor(self.processor)
         self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
@@ -211,28 +215,23 @@ def test_loop_spans_read_back_change_no_number() -> None:
         off.provider.shutdown()
 
 
-def test_log_events_when_switched_on_carry_the_loop_span_ids() -> None:
+def _with_logs(config: Config) -> tuple[LoopPipeline, Any, Any]:
+    """A LoopPipeline whose processor also has an SDK logger provider (an in-memory exporter)."""
     from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 
     logs = InMemoryLogRecordExporter()
     logger_provider = LoggerProvider()
     logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
-    registry = CollectorRegistry()
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    processor = LoopwatchSpanProcessor(
-        config=Config(loop_events=1),
-        registry=registry,
-        tracer_provider=provider,
-        logger_provider=logger_provider,
-    )
-    provider.add_span_processor(processor)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    p = LoopPipeline(config, logger_provider=logger_provider)
+    return p, logger_provider, logs
+
+
+def test_log_events_when_switched_on_carry_the_loop_span_ids() -> None:
+    p, logger_provider, logs = _with_logs(Config(loop_events=1))
     try:
-        emit_turn(provider.get_tracer("test"), scenarios.fourteen_tickets(), START)
-        assert processor.force_flush(10_000)
-        (loop,) = [s for s in exporter.get_finished_spans() if s.name.startswith("loopwatch.")]
+        p.emit(scenarios.fourteen_tickets())
+        (loop,) = p.loop_spans()
         (event,) = [r.log_record for r in logs.get_finished_logs()]
         assert loop.context is not None
         assert event.event_name == "loopwatch.loop"
@@ -241,23 +240,20 @@ def test_log_events_when_switched_on_carry_the_loop_span_ids() -> None:
         assert event.timestamp == loop.end_time
         assert dict(event.attributes or {}) == dict(loop.attributes or {})
     finally:
-        provider.shutdown()
+        p.provider.shutdown()
         logger_provider.shutdown()
 
 
-def test_no_log_event_by_default(pipeline: LoopPipeline) -> None:
-    from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
-
+def test_no_log_event_by_default() -> None:
     assert Config().loop_events == 0  # the Logs API is experimental in the pinned SDK
-    logs = InMemoryLogRecordExporter()
-    logger_provider = LoggerProvider()
-    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
-    pipeline.processor._loop_spans._logger_provider = logger_provider  # type: ignore[union-attr]
-    pipeline.emit(scenarios.fourteen_tickets())
-    assert len(pipeline.loop_spans()) == 1
-    assert logs.get_finished_logs() == ()
-    logger_provider.shutdown()
+    p, logger_provider, logs = _with_logs(Config())
+    try:
+        p.emit(scenarios.fourteen_tickets())
+        assert len(p.loop_spans()) == 1
+        assert logs.get_finished_logs() == ()
+    finally:
+        p.provider.shutdown()
+        logger_provider.shutdown()
 
 
 def test_a_loop_a_guard_stopped_says_so() -> None:

@@ -152,19 +152,15 @@ class LoopwatchSpanProcessor(SpanProcessor):
             )
         )
         self._assembler = TurnAssembler(self.config, self.sink)
-        # ids of loopwatch's own loop spans, ended (on the worker) and not yet taken off the
-        # queue: the worker leaves them unread, so they change no number
-        self._own: set[int] = set()
-        self._loop_spans: LoopSpans | None = None
+        # the loop spans, held by the assembler (which calls them) and not here: run as Python,
+        # past 30 attributes every read of one on self costs more
         if self.config.loop_spans_per_turn:
-            self._loop_spans = LoopSpans(
+            self._assembler.loop_spans = LoopSpans(
                 tracer_provider,
-                self._own.add,
                 self._unmarked,
                 events=bool(self.config.loop_events),
                 logger_provider=logger_provider,
             )
-        self._assembler.loop_spans = self._loop_spans
         # the queue's gauges, where the sink has them (LoopwatchMetrics does). (One attribute
         # for them: run as Python, past 30 attributes every read of one on self costs more.)
         self._gauges = QueueGauges(self.sink)
@@ -287,7 +283,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._worker.join(timeout=5)
         with self._lock:
             self._safe(self._assembler.finalize_all)
-            self._own.clear()  # loop spans of the turns just finalized: the queue took none
+            _own_spans(self._assembler).clear()  # the queue took none of the last loop spans
             self._safe(self.sink.open_turns, self._assembler.open_turns)
             self._turn_traces.clear()
             self._every_start = False
@@ -334,9 +330,10 @@ class LoopwatchSpanProcessor(SpanProcessor):
         self._processed = 0
         self._turn_traces.clear()
         self._every_start = False
+        loop_spans = self._assembler.loop_spans
         self._assembler = TurnAssembler(self.config, self.sink, self._assembler.clock)
-        self._assembler.loop_spans = self._loop_spans
-        self._own.clear()
+        self._assembler.loop_spans = loop_spans
+        _own_spans(self._assembler).clear()
         if self._stopped or not self._open:
             return
         self._safe(self.sink.open_turns, 0)
@@ -489,8 +486,9 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._safe(self.sink.dropped, DROP_QUEUE_FULL)
         self._show_every_start()  # on_start may have turned it on
         self._processed += taken
-        if self._own:  # own spans the queue never took (full, or shut down): not coming
-            self._own.clear()
+        own = _own_spans(self._assembler)
+        if own:  # own spans the queue never took (full, or shut down): not coming
+            own.clear()
 
     def _drain_chunk(self, queue: deque[Queued], counts: dict[str, int]) -> int:
         """Process up to a chunk of the queue; how many items it took."""
@@ -501,7 +499,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
         items: list[Read] = []
         taken = min(len(queue), _CHUNK)
         popleft = queue.popleft
-        own = self._own  # empty unless a loop span was emitted since the last chunk
+        own = _own_spans(self._assembler)  # empty unless a loop span ended since the last chunk
         for _ in range(taken):
             item = popleft()
             if isinstance(item, (StartFields, SpanStart)):
@@ -543,6 +541,16 @@ class LoopwatchSpanProcessor(SpanProcessor):
         # 3. the turns they completed to the sink
         self._safe(self._assembler.publish)
         return taken
+
+
+_NO_SPANS: Final[set[int]] = set()  # never added to
+
+
+def _own_spans(assembler: TurnAssembler) -> set[int]:
+    """The ids of loopwatch's own loop spans ended and not yet taken off the queue (the worker
+    leaves them unread, so they change no number); an empty set without loop spans."""
+    loop_spans = assembler.loop_spans
+    return loop_spans.own if isinstance(loop_spans, LoopSpans) else _NO_SPANS
 
 
 def _log_tally(assembler: TurnAssembler) -> None:

@@ -130,6 +130,8 @@ def run_replay(
     ``on_batch(settled)`` after each chunk of traces fed (``Replay.settled``); ``loop_spans``
     takes each turn with loops. Raises GroupingError when the temporary files cannot be
     written."""
+    if loop_spans is None:  # no loop marks built: they would go nowhere
+        config = replace(config, loop_spans_per_turn=0)
     report = Report()
     replay = Replay(config, ReportSink(report, forward), loop_spans)
     stats = ReadStats()
@@ -317,8 +319,6 @@ def _run(args: argparse.Namespace) -> int:
         from loopwatch.loopspans.export import loop_export_for
 
         config, export = loop_export_for(config, lost, args.export_otlp)
-    else:  # no loop marks built: they would go nowhere
-        config = replace(config, loop_spans_per_turn=0)
     try:
         outcome = run_replay(
             args.paths,

@@ -26,20 +26,19 @@ log = logging.getLogger("loopwatch")
 
 class LoopSpans:
     """Emits a turn's loop marks (core.loop_marks) as ``loopwatch.loop {tool}`` spans under
-    the turn's root. ``own(span_id)`` is told each span's id before it ends, so the processor
-    that called this leaves its own spans unread; ``unmarked(n)`` counts loops past the bound."""
+    the turn's root. Each span's id goes into ``own`` before it ends, so the processor that
+    called this leaves its own spans unread; ``unmarked(n)`` counts loops past the bound."""
 
     def __init__(
         self,
         tracer_provider: Any,
-        own: Callable[[int], None],
         unmarked: Callable[[int], None],
         events: bool = False,
         logger_provider: Any = None,
     ) -> None:
         self._provider = tracer_provider  # None: the global one, looked up at the first loop
         self._tracer: trace.Tracer | None = None
-        self._own = own
+        self.own: set[int] = set()  # the processor takes each id off as the queue brings it
         self._unmarked = unmarked
         self._events = events
         self._logger_provider = logger_provider
@@ -74,7 +73,7 @@ class LoopSpans:
             # links added once recording: building them is most of a loop span's cost
             for link in links(trace_id, mark):
                 span.add_link(link.context)
-            self._own(span.get_span_context().span_id)
+            self.own.add(span.get_span_context().span_id)
             span.end(end_time=mark.end_ns)
             if logger is not None:
                 logger.emit(
