@@ -173,3 +173,51 @@ def test_serve_sends_the_log_events_when_switched_on(receiver: OtlpReceiver) -> 
     assert event.trace_id == span.trace_id
     assert event.span_id == span.span_id
     assert _attributes(event.attributes) == _attributes(span.attributes)
+
+
+def _summary_with_one_loop() -> Any:
+    from loopwatch.core.loop_marks import LoopMark
+    from loopwatch.core.summary import TurnSummary
+
+    mark = LoopMark(
+        "create_ticket", "repeat", "timeout", 3, "00ff", (11, 12, 13), 20, 40, (2, 5, 6, 0), False
+    )
+    return TurnSummary(0xABC, "support-agent", "support", "gpt-4.1", 0, 50, 3, None, (), 7, (mark,))
+
+
+def test_loop_spans_the_endpoint_does_not_take_are_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from loopwatch.loopspans.export import LoopExport
+    from testkit.serve_process import free_port
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1")  # one second, then it gives up
+    lost: dict[str, int] = {}
+
+    def dropped(reason: str, count: int) -> None:
+        lost[reason] = lost.get(reason, 0) + count
+
+    export = LoopExport(f"http://127.0.0.1:{free_port()}", dropped)  # nothing listens there
+    try:
+        export(_summary_with_one_loop())
+        assert export.flush(30)
+        assert lost == {"export_failed": 1}
+    finally:
+        export.shutdown(5)
+
+
+def test_a_full_queue_counts_what_it_does_not_take(receiver: OtlpReceiver) -> None:
+    from loopwatch.loopspans.export import LoopExport
+
+    lost: dict[str, int] = {}
+
+    def dropped(reason: str, count: int) -> None:
+        lost[reason] = lost.get(reason, 0) + count
+
+    export = LoopExport(receiver.endpoint, dropped, max_queue=0)
+    try:
+        export(_summary_with_one_loop())
+        assert lost == {"export_failed": 1}
+    finally:
+        export.shutdown(5)
+    assert receiver.spans() == []
