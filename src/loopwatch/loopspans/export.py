@@ -36,6 +36,7 @@ log = logging.getLogger("loopwatch")
 MAX_QUEUE: Final = 4096  # loop spans waiting to be sent; more are dropped and counted
 _BATCH: Final = 512
 _RESOURCES: Final = 256  # services whose resource is kept; later ones share one
+OTHER_SERVICE: Final = "loopwatch"  # the service of loop spans past that bound
 _SCOPE: Final = InstrumentationScope(SCOPE, VERSION)
 _SAMPLED: Final = TraceFlags(TraceFlags.SAMPLED)
 
@@ -102,8 +103,11 @@ class LoopExport:
         """The agent's service as the loop span's resource: Jaeger lists it under that service."""
         resource = self._resources.get(service)
         if resource is None:
-            if len(self._resources) >= _RESOURCES:
-                return Resource.create({"service.name": "loopwatch"})
+            if len(self._resources) >= _RESOURCES:  # past the bound: one shared resource
+                service = OTHER_SERVICE
+                resource = self._resources.get(service)
+                if resource is not None:
+                    return resource
             resource = self._resources[service] = Resource.create({"service.name": service})
         return resource
 
