@@ -77,7 +77,7 @@ def test_every_setting_is_a_row_of_the_table() -> None:
     not_settings = {"tools", "schema_tools"}
     names = [f.name for f in dataclasses.fields(Config) if f.name not in not_settings]
     assert [s.name for s in SETTINGS] == names
-    assert len({(s.table, s.key) for s in SETTINGS}) == len(SETTINGS) == 25
+    assert len({(s.table, s.key) for s in SETTINGS}) == len(SETTINGS) == 28
     variables = [v for s in SETTINGS for v in s.variables] + [v.name for v in VARIABLES]
     assert len(set(variables)) == len(variables)
     for s in SETTINGS:

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.request
 from functools import cache
 from pathlib import Path
@@ -195,6 +196,16 @@ def test_collector_routes_by_trace_id_to_every_replica() -> None:
     mounted = {target for _, target in mounts(collector)}
     assert "/etc/otelcol-contrib/config.yaml" in mounted
     assert collector["command"] == ["--config=/etc/otelcol-contrib/config.yaml"]
+
+
+def test_loop_spans_go_through_the_collector_to_jaeger_only() -> None:
+    config = yaml.safe_load(COLLECTOR.read_text(encoding="utf-8"))
+    assert config["receivers"]["otlp/loops"]["protocols"]["grpc"]["endpoint"] == "0.0.0.0:4319"
+    loops = config["service"]["pipelines"]["traces/loops"]
+    assert loops["receivers"] == ["otlp/loops"]
+    assert loops["exporters"] == ["otlp/jaeger"]  # never back to a replica
+    toml = tomllib.loads((ROOT / "deploy" / "loopwatch" / "loopwatch.toml").read_text())
+    assert toml["serve"]["export_otlp"] == "http://collector:4319"
 
 
 def test_every_mounted_file_exists() -> None:

@@ -61,7 +61,7 @@ def _attach(provider: Any, config: Config) -> LoopwatchSpanProcessor:
     with _lock:
         processor = _attached.get(provider)
         if processor is None:
-            processor = LoopwatchSpanProcessor(config=config)
+            processor = LoopwatchSpanProcessor(config=config, tracer_provider=provider)
             if hasattr(provider, "add_span_processor"):
                 _attached[provider] = processor
                 provider.add_span_processor(processor)

@@ -45,6 +45,8 @@ from loopwatch.core.internal_errors import log_internal_error
 from loopwatch.core.records import KIND_OTHER, Link, Record, kind_of
 from loopwatch.core.sink import QueueGauges, Sink
 from loopwatch.core.span_view import SpanView
+from loopwatch.loopspans.in_process import LoopSpans
+from loopwatch.metrics.catalog import LOOP_SPANS_PER_TURN_BOUND
 from loopwatch.metrics.exporter import LoopwatchMetrics, metrics_for
 
 log = logging.getLogger("loopwatch")
@@ -125,6 +127,8 @@ class LoopwatchSpanProcessor(SpanProcessor):
     ``config`` defaults to :func:`loopwatch.load_config`; metrics go to ``registry`` (default:
     prometheus_client's global registry) unless ``sink`` is given. ``max_turn_traces``: how
     many traces with an agent span ``on_start`` follows before it queues every start.
+    Loop spans go through ``tracer_provider`` (default: the global one), their log events (when
+    switched on) through ``logger_provider`` (default: the global one).
     """
 
     def __init__(
@@ -134,6 +138,8 @@ class LoopwatchSpanProcessor(SpanProcessor):
         sink: Sink | None = None,
         *,
         max_turn_traces: int = TURN_TRACES,
+        tracer_provider: Any = None,
+        logger_provider: Any = None,
     ) -> None:
         self.config = config if config is not None else load_config()
         self.sink: Sink = (
@@ -147,6 +153,15 @@ class LoopwatchSpanProcessor(SpanProcessor):
             )
         )
         self._assembler = TurnAssembler(self.config, self.sink)
+        # the loop spans, held by the assembler (which calls them) and not here: run as Python,
+        # past 30 attributes every read of one on self costs more
+        if self.config.loop_spans_per_turn:
+            self._assembler.loop_spans = LoopSpans(
+                tracer_provider,
+                self._unmarked,
+                events=bool(self.config.loop_events),
+                logger_provider=logger_provider,
+            )
         # the queue's gauges, where the sink has them (LoopwatchMetrics does). (One attribute
         # for them: run as Python, past 30 attributes every read of one on self costs more.)
         self._gauges = QueueGauges(self.sink)
@@ -275,6 +290,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._worker.join(timeout=5)
         with self._lock:
             self._safe(self._assembler.finalize_all)
+            _own_spans(self._assembler).clear()  # the queue took none of the last loop spans
             self._safe(self.sink.open_turns, self._assembler.open_turns)
             self._turn_traces.clear()
             self._every_start = False
@@ -321,13 +337,22 @@ class LoopwatchSpanProcessor(SpanProcessor):
         self._processed = 0
         self._turn_traces.clear()
         self._every_start = False
+        loop_spans = self._assembler.loop_spans
         self._assembler = TurnAssembler(self.config, self.sink, self._assembler.clock)
+        self._assembler.loop_spans = loop_spans
+        _own_spans(self._assembler).clear()
         if self._stopped or not self._open:
             return
         self._safe(self.sink.open_turns, 0)
         self._show_queue(0)
         self._show_every_start()
         self._start_worker()
+
+    def _unmarked(self, count: int) -> None:
+        """Loops of one turn past its loop spans' bound, counted where the sink counts them."""
+        dropped = getattr(self.sink, "loop_spans_dropped", None)
+        if dropped is not None:
+            dropped(LOOP_SPANS_PER_TURN_BOUND, count)
 
     def _safe(self, fn: Any, *args: Any) -> None:
         try:
@@ -468,6 +493,9 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._safe(self.sink.dropped, DROP_QUEUE_FULL)
         self._show_every_start()  # on_start may have turned it on
         self._processed += taken
+        own = _own_spans(self._assembler)
+        if own:  # own spans the queue never took (full, or shut down): not coming
+            own.clear()
 
     def _drain_chunk(self, queue: deque[Queued], counts: dict[str, int]) -> int:
         """Process up to a chunk of the queue; how many items it took."""
@@ -478,10 +506,14 @@ class LoopwatchSpanProcessor(SpanProcessor):
         items: list[Read] = []
         taken = min(len(queue), _CHUNK)
         popleft = queue.popleft
+        own = _own_spans(self._assembler)  # empty unless a loop span ended since the last chunk
         for _ in range(taken):
             item = popleft()
             if isinstance(item, (StartFields, SpanStart)):
                 items.append(item)
+                continue
+            if own and item.context.span_id in own:  # loopwatch's own loop span: never read
+                own.discard(item.context.span_id)
                 continue
             try:
                 items.append(self._ended(item))
@@ -516,6 +548,16 @@ class LoopwatchSpanProcessor(SpanProcessor):
         # 3. the turns they completed to the sink
         self._safe(self._assembler.publish)
         return taken
+
+
+_NO_SPANS: Final[set[int]] = set()  # never added to
+
+
+def _own_spans(assembler: TurnAssembler) -> set[int]:
+    """The ids of loopwatch's own loop spans ended and not yet taken off the queue (the worker
+    leaves them unread, so they change no number); an empty set without loop spans."""
+    loop_spans = assembler.loop_spans
+    return loop_spans.own if isinstance(loop_spans, LoopSpans) else _NO_SPANS
 
 
 def _log_tally(assembler: TurnAssembler) -> None:

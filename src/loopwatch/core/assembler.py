@@ -151,6 +151,8 @@ class TurnAssembler:
         self._conversations = Conversations(config.max_open_turns, config.max_spans_per_turn)
         self._conversation_bytes = 0  # the conversations' part of buffered_bytes
         self.tally = RunTally()  # every turn published: the line logged at shutdown
+        # where a turn with loops goes besides the sink: the loop spans (None: nowhere)
+        self.loop_spans: Callable[[TurnSummary], None] | None = None
 
     @property
     def open_turns(self) -> int:
@@ -505,6 +507,7 @@ class TurnAssembler:
                         group.start_ns,
                         group.end_ns,
                         group.root_agent,
+                        group.anchor,
                     )
                 )
             except Exception:  # one bad turn loses itself, not the batch
@@ -514,9 +517,12 @@ class TurnAssembler:
         # then never reports a loop before its line is out
         for summary in summaries:
             self._each(log_loops, summary)
+        loop_spans = self.loop_spans
         for summary in summaries:
             self._each(sink.turn, summary)
             self._each(self.tally.add, summary)
+            if loop_spans is not None and (summary.loop_marks or summary.loops_unmarked):
+                self._each(loop_spans, summary)  # (rare) after its numbers, as the log line
 
     def _each(self, step: Callable[[TurnSummary], None], summary: TurnSummary) -> None:
         """One turn's step of publish: a failure loses that step of that turn only."""

@@ -175,6 +175,24 @@ class Config:
         minimum=0,
     )
 
+    # the loop spans (docs/metrics.md, "Loop spans")
+    loop_spans_per_turn: int = _setting(
+        16,
+        "loop_spans.per_turn",
+        "LOOPWATCH_LOOP_SPANS_PER_TURN",
+        "a `loopwatch.loop {tool}` span per loop in the turn's trace, at most this many a turn "
+        "(more are counted); 0: none",
+        minimum=0,
+    )
+    loop_events: int = _setting(
+        0,
+        "loop_spans.events",
+        "LOOPWATCH_LOOP_EVENTS",
+        "1: also a `loopwatch.loop` log event per loop span (the OpenTelemetry Logs API, still "
+        "experimental in the pinned SDK); 0: none",
+        minimum=0,
+    )
+
     grpc_address: str = _setting(
         "127.0.0.1:4317",
         "serve.grpc",
@@ -231,6 +249,13 @@ class Config:
         "`loopwatch serve`: time to send a request's body (408 past it)",
         minimum=0.001,
     )
+    export_otlp: str = _setting(
+        "",
+        "serve.export_otlp",
+        "LOOPWATCH_EXPORT_OTLP",
+        "`loopwatch serve` and `replay`: the OTLP/gRPC endpoint the loop spans are sent to "
+        "(http://host:4317); empty: none",
+    )
 
     # the guards' shared store (docs/guards.md, "Several workers and hosts")
     guards_store: str = _setting(
@@ -261,7 +286,8 @@ class Config:
             if value is None and setting.default is None:
                 continue
             where = f"Config({setting.name}=...)"
-            _check(where, setting, _coerce(where, value, setting.kind))
+            empty_ok = setting.default == ""
+            _check(where, setting, _coerce(where, value, setting.kind, empty_ok))
 
     def declaration(self, tool: str) -> ToolDeclaration | None:
         """The merged declaration of one tool (file < x-loopwatch < decorator)."""
@@ -384,9 +410,10 @@ def check_store_url(url: str) -> str:
     )
 
 
-def _coerce(where: str, value: Any, kind: type) -> Any:
+def _coerce(where: str, value: Any, kind: type, may_be_empty: bool = False) -> Any:
+    """``value`` as ``kind``; a string empty only where the default is (``may_be_empty``)."""
     if kind is str:
-        if not isinstance(value, str) or not value:
+        if not isinstance(value, str) or not (value or may_be_empty):
             raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")
         return value
     if isinstance(value, bool):
@@ -433,7 +460,7 @@ def config_from_mapping(data: Mapping[str, Any], source: str = "loopwatch.toml")
                 known = sorted(k for t, k in _BY_KEY if t == table)
                 raise ConfigError(f"{source}: unknown key {table}.{key}; known: {', '.join(known)}")
             where = f"{source}: {table}.{key}"
-            values[setting.name] = _coerce(where, value, setting.kind)
+            values[setting.name] = _coerce(where, value, setting.kind, setting.default == "")
             _check(where, setting, values[setting.name])
     tools: dict[str, ToolDeclaration] = {}
     for name, raw in dict(data.get("tools", {})).items():
@@ -450,7 +477,7 @@ def apply_environment(config: Config, environ: Mapping[str, str] | None = None) 
     for setting in SETTINGS:
         for var in setting.variables:
             if env.get(var):
-                changes[setting.name] = _coerce(var, env[var], setting.kind)
+                changes[setting.name] = _coerce(var, env[var], setting.kind, setting.default == "")
                 _check(var, setting, changes[setting.name])
                 break
     return replace(config, **changes) if changes else config

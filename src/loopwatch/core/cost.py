@@ -40,24 +40,37 @@ SAME_RESULT: Final = "same_result"
 FAILING: Final = "failing"
 _KIND_ORDER: Final = {REPEAT: 0, DUPLICATE: 1, NO_ROWS: 2, SAME_RESULT: 3, FAILING: 4}
 
-# (the call, its loop's error class, its loop's kind)
-Extra = tuple[ToolCall, str, str]
+# (the call, its loop's error class, its loop's kind, its loop's index in the turn)
+Extra = tuple[ToolCall, str, str, int]
 # (error class, kind, model calls, input tokens, output tokens, tokens reported as a total only)
 LoopTokens = tuple[str, str, int, int, int, int]
+# one loop's calls (its first attempt, then its extra attempts, in start order), error class, kind
+LoopRun = tuple[list[ToolCall], str, str]
 
 
-def extra_attempts(
+def extras_of(runs: list[LoopRun], first_index: int = 0) -> list[Extra]:
+    """The extra attempts of ``runs`` (each call past a loop's first), each with its loop's index
+    (counted from ``first_index``)."""
+    return [
+        (c, error_class, kind, first_index + i)
+        for i, (calls, error_class, kind) in enumerate(runs)
+        for c in calls[1:]
+    ]
+
+
+def loop_runs(
     tool_calls: list[ToolCall],
     key_lists: list[list[ToolCall]],
     runs_of: dict[tuple[str, str, str], list[int]],
     loops: tuple[tuple[str, str], ...],
     config: Config,
     declaration: ToolDeclaration | None,
-) -> list[Extra]:
-    """The extra attempts of one tool's loops in a turn (its calls and its keys' calls in start
-    order; ``runs_of`` as core.summary builds it; ``loops`` the (error class, kind) found)."""
+) -> list[LoopRun]:
+    """The calls of one tool's loops in a turn, one run per loop (its calls and its keys' calls
+    in start order; ``runs_of`` as core.summary builds it; ``loops`` the (error class, kind)
+    found)."""
     kinds = {kind for _, kind in loops}
-    extras: list[Extra] = []
+    runs: list[LoopRun] = []
     if REPEAT in kinds or DUPLICATE in kinds:
         threshold = config.loop_threshold_for(declaration)
         for key_calls in key_lists:
@@ -72,22 +85,21 @@ def extra_attempts(
             start = 0
             for n in runs_of[(k.tool, k.identity, k.outcome)]:
                 if n >= (2 if duplicate else threshold):
-                    run = key_calls[start + 1 : start + n]
-                    extras.extend((c, error_class, kind) for c in run)
+                    runs.append((key_calls[start : start + n], error_class, kind))
                 start += n
     if NO_ROWS in kinds:
         rows = declaration is not None and declaration.result == ROWS
         threshold = config.no_rows_threshold_for(declaration)
-        extras.extend(
+        runs.extend(
             _streaks(tool_calls, _empty_rows if rows else _empty, threshold, False, NO_ROWS)
         )
     if SAME_RESULT in kinds:
         threshold = config.same_result_threshold_for(declaration)
-        extras.extend(_streaks(tool_calls, _same_data, threshold, True, SAME_RESULT))
+        runs.extend(_streaks(tool_calls, _same_data, threshold, True, SAME_RESULT))
     if FAILING in kinds:
         threshold = config.failing_threshold_for(declaration)
-        extras.extend(_streaks(tool_calls, _failure, threshold, True, FAILING))
-    return extras
+        runs.extend(_streaks(tool_calls, _failure, threshold, True, FAILING))
+    return runs
 
 
 def _empty(c: ToolCall) -> Hashable:
@@ -113,10 +125,10 @@ def _streaks(
     threshold: int,
     over_keys: bool,
     kind: str,
-) -> list[Extra]:
-    """The calls past the first of each run of consecutive calls in one group (None: no group,
-    a break) that reached ``threshold`` (and, ``over_keys``, held more than one key)."""
-    out: list[Extra] = []
+) -> list[LoopRun]:
+    """Each run of consecutive calls in one group (None: no group, a break) that reached
+    ``threshold`` (and, ``over_keys``, held more than one key)."""
+    out: list[LoopRun] = []
     start, current = 0, None
     for i in range(len(calls) + 1):
         value = group(calls[i]) if i < len(calls) else None
@@ -125,23 +137,27 @@ def _streaks(
         if current is not None and i - start >= max(threshold, 1):
             run = calls[start:i]
             if not over_keys or len({c.key.identity for c in run}) > 1:
-                error_class = run[0].error_class
-                out.extend((c, error_class, kind) for c in run[1:])
+                out.append((run, run[0].error_class, kind))
         start, current = i, value
     return out
 
 
-def charge(extras: list[Extra], llms: list[LlmMark]) -> dict[str, list[LoopTokens]]:
-    """tool -> what its loops cost in the turn (see the module's docstring for the rule)."""
+Charged = tuple[dict[str, list[LoopTokens]], dict[int, list[int]]]
+
+
+def charge(extras: list[Extra], llms: list[LlmMark]) -> Charged:
+    """tool -> what its loops cost in the turn (see the module's docstring for the rule), and
+    loop index -> [model calls, input, output, unsplit] charged to that loop."""
     if not extras or not llms:
-        return {}
+        return {}, {}
     marks = sorted(llms, key=lambda m: (m.start_ns, m.span_id))
     starts = [m.start_ns for m in marks]
     ordered = sorted(extras, key=lambda e: (e[0].start_ns, e[0].span_id, _KIND_ORDER[e[2]]))
     charged: set[int] = set()
     # tool -> (error class, kind) -> [model calls, input, output, unsplit]
     totals: dict[str, dict[tuple[str, str], list[int]]] = {}
-    for call, error_class, kind in ordered:
+    per_loop: dict[int, list[int]] = {}
+    for call, error_class, kind, index in ordered:
         at = bisect_right(starts, call.start_ns)
         if not at:
             continue  # no model call started before it
@@ -154,7 +170,13 @@ def charge(extras: list[Extra], llms: list[LlmMark]) -> dict[str, list[LoopToken
         cell[1] += mark.input_tokens
         cell[2] += mark.output_tokens
         cell[3] += mark.unsplit_tokens
-    return {
+        loop = per_loop.setdefault(index, [0, 0, 0, 0])
+        loop[0] += 1
+        loop[1] += mark.input_tokens
+        loop[2] += mark.output_tokens
+        loop[3] += mark.unsplit_tokens
+    by_tool = {
         tool: [(e, k, n[0], n[1], n[2], n[3]) for (e, k), n in sorted(cells.items())]
         for tool, cells in totals.items()
     }
+    return by_tool, per_loop

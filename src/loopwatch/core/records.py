@@ -16,6 +16,10 @@ KIND_LLM: Final = "llm"
 KIND_OTHER: Final = "other"
 SPAN_KINDS: Final = (KIND_TOOL, KIND_TURN, KIND_LLM, KIND_OTHER)
 
+# The instrumentation scope of loopwatch's own loop spans and events: never read as an agent's
+# spans (serve and replay skip a scope of this name whole; in process the worker knows its own).
+OWN_SCOPE: Final = "loopwatch.loop"
+
 # What a guard did with a call, recorded on its span as ``loopwatch.guard.decision`` (or an
 # event ``loopwatch.guard`` with attribute ``decision``). A guarded call did not execute, so it
 # counts here and not as an attempt (except GUARD_RAN below).

@@ -15,15 +15,17 @@ from loopwatch.core.cost import (
     NO_ROWS,
     REPEAT,
     SAME_RESULT,
-    Extra,
+    LoopRun,
     LoopTokens,
     charge,
-    extra_attempts,
+    extras_of,
+    loop_runs,
 )
 from loopwatch.core.declarations import ROWS
 from loopwatch.core.effects import READ, WRITE
 from loopwatch.core.fingerprint import NOT_KNOWN
 from loopwatch.core.keys import AttemptKey
+from loopwatch.core.loop_marks import LoopMark, loop_marks
 from loopwatch.core.outcomes import EMPTY, OK
 from loopwatch.core.records import GUARD_RAN, LlmMark, ToolCall, TurnMark
 
@@ -102,6 +104,11 @@ class TurnSummary:
     max_attempts: int  # 0: the turn made no tool call
     worst_key: AttemptKey | None
     tools: tuple[ToolSummary, ...]
+    # span id of the turn's agent span, or of the local root holding the turn (0: not known)
+    anchor: int = 0
+    # one per loop, for the loop spans (config.loop_spans_per_turn at most; none when 0)
+    loop_marks: tuple[LoopMark, ...] = ()
+    loops_unmarked: int = 0  # loops past that bound
 
     # written out (init=False): compiled, dataclass's generated __init__ is Python code that
     # sets each field through its descriptor; this one is C
@@ -116,6 +123,9 @@ class TurnSummary:
         max_attempts: int,
         worst_key: AttemptKey | None,
         tools: tuple[ToolSummary, ...],
+        anchor: int = 0,
+        loop_marks: tuple[LoopMark, ...] = (),
+        loops_unmarked: int = 0,
     ) -> None:
         self.trace_id = trace_id
         self.service = service
@@ -126,6 +136,9 @@ class TurnSummary:
         self.max_attempts = max_attempts
         self.worst_key = worst_key
         self.tools = tools
+        self.anchor = anchor
+        self.loop_marks = loop_marks
+        self.loops_unmarked = loops_unmarked
 
 
 _STARTED: Final = attrgetter("start_ns", "span_id")  # calls in the order they started
@@ -179,10 +192,12 @@ def summarize(
     start_ns: int = 0,
     end_ns: int = 0,
     root_agent: str | None = None,
+    anchor: int = 0,
 ) -> TurnSummary:
     """Numbers for one turn from its tool calls and LLM spans (any order). The agent is the
-    turn span's, else the tool spans', else ``root_agent`` (the trace root's)."""
-    executed, guarded = _executed(calls)
+    turn span's, else the tool spans', else ``root_agent`` (the trace root's); ``anchor`` the
+    span id the turn hangs under (its agent span's, else its local root's)."""
+    executed, guarded, answered = _executed(calls)
     by_key, by_tool, keys_of = _grouped(executed)
     runs_of: dict[tuple[str, str, str], list[int]] = {}  # keys of more than one call
     worst: list[ToolCall] = []  # the calls of the longest run of attempts of one key
@@ -201,7 +216,9 @@ def summarize(
             if n > len(worst):
                 worst = key_calls[start : start + n]
             start += n
-    tools = _tool_summaries(by_tool, keys_of, runs_of, guarded, llms, config)
+    tools, marks, unmarked = _tool_summaries(
+        by_tool, keys_of, runs_of, guarded, answered, llms, config
+    )
     agent = (
         (turn.agent if turn else None)
         or next((c.agent for c in executed if c.agent), None)
@@ -222,22 +239,31 @@ def summarize(
         len(worst),
         worst[0].key if worst else None,
         tuple(sorted(tools, key=_TOOL)) if len(tools) > 1 else tuple(tools),
+        turn.span_id if turn is not None else anchor,
+        marks,
+        unmarked,
     )
 
 
-def _executed(calls: list[ToolCall]) -> tuple[list[ToolCall], dict[str, dict[str, int]]]:
-    """The calls that ran, in start order, and tool -> decision -> calls a guard answered."""
+def _executed(
+    calls: list[ToolCall],
+) -> tuple[list[ToolCall], dict[str, dict[str, int]], list[ToolCall]]:
+    """The calls that ran, in start order, tool -> decision -> calls a guard answered, and the
+    calls a guard answered without running them."""
     guarded: dict[str, dict[str, int]] = {}
     executed: list[ToolCall] = []
+    answered: list[ToolCall] = []
     for c in calls:
         if c.guard is None or c.guard in GUARD_RAN:
             executed.append(c)
+        else:
+            answered.append(c)
         if c.guard is not None:
             decisions = guarded.setdefault(c.tool, {})
             decisions[c.guard] = decisions.get(c.guard, 0) + 1
     if len(executed) > 1:
         executed.sort(key=_STARTED)
-    return executed, guarded
+    return executed, guarded, answered
 
 
 _Grouped = tuple[
@@ -300,18 +326,20 @@ def _tool_summaries(
     keys_of: dict[str, list[list[ToolCall]]],
     runs_of: dict[tuple[str, str, str], list[int]],
     guarded: dict[str, dict[str, int]],
+    answered: list[ToolCall],
     llms: list[LlmMark],
     config: Config,
-) -> list[ToolSummary]:
-    """One summary per tool called, then one per tool whose every call a guard answered."""
+) -> tuple[list[ToolSummary], tuple[LoopMark, ...], int]:
+    """One summary per tool called, then one per tool whose every call a guard answered; the
+    turn's loop marks and how many loops were left unmarked past their bound."""
     definition_versions: dict[str, str] | None = None  # only for a tool whose calls name none
     tools: list[ToolSummary] = []
-    extras: list[Extra] = []
+    loops: list[LoopRun] = []
     for tool, tool_calls in by_tool.items():
         summary = _tool_summary(tool, tool_calls, keys_of[tool], runs_of, config)
-        if summary.loops:  # (rare) what the loops cost, charged below
+        if summary.loops:  # (rare) the loops' calls: charged and marked below
             declaration = config.declaration(tool)
-            extras += extra_attempts(
+            loops += loop_runs(
                 tool_calls, keys_of[tool], runs_of, summary.loops, config, declaration
             )
         if tool in guarded:
@@ -323,13 +351,18 @@ def _tool_summaries(
         tools.append(summary)
     for tool, decisions in guarded.items():  # tools whose every call was stopped by a guard
         tools.append(ToolSummary(tool, "", 0, None, (), (), (), 0.0, 0, _pairs(decisions)))
-    if extras:
-        costs = charge(extras, llms)
-        for summary in tools:
-            cost = costs.get(summary.tool)
-            if cost is not None:
-                summary.loop_tokens = tuple(cost)
-    return tools
+    if not loops:
+        return tools, (), 0
+    costs, per_loop = charge(extras_of(loops), llms)
+    for summary in tools:
+        cost = costs.get(summary.tool)
+        if cost is not None:
+            summary.loop_tokens = tuple(cost)
+    limit = config.loop_spans_per_turn
+    if not limit:  # loop spans off: nothing marked, nothing counted
+        return tools, (), 0
+    marks, unmarked = loop_marks(loops, per_loop, answered, limit)
+    return tools, marks, unmarked
 
 
 class _Streak:

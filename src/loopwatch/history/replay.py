@@ -17,12 +17,13 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 from loopwatch.core.config import Config, ConfigError, load_config
 from loopwatch.core.sink import Sink
+from loopwatch.core.summary import TurnSummary
 from loopwatch.core.words import counted, plural
 from loopwatch.history.by_trace import DEFAULT_LIMITS, Grouping, GroupingError, Limits, Trace
 from loopwatch.history.formats import AUTO, FORMATS, Reader, ReadStats
@@ -38,11 +39,18 @@ CHUNK_SPANS = 512  # spans through the pipeline at once: a BatchSpanProcessor's 
 class Replay:
     """The service's pipeline without its worker thread, fed whole traces in time order."""
 
-    def __init__(self, config: Config, sink: Sink) -> None:
+    def __init__(
+        self,
+        config: Config,
+        sink: Sink,
+        loop_spans: Callable[[TurnSummary], None] | None = None,
+    ) -> None:
         from loopwatch.service.pipeline import Pipeline
 
         self.now = 0.0  # seconds: the earliest span end of the latest trace fed
-        self.pipeline = Pipeline(config, sink, clock=self.clock, worker=False)
+        self.pipeline = Pipeline(
+            config, sink, clock=self.clock, worker=False, loop_spans=loop_spans
+        )
         self.traces = 0
         self.rootless = 0  # traces without a root span (a parent missing): their turns cut
         self._idle = config.idle_timeout_seconds
@@ -116,12 +124,16 @@ def run_replay(
     progress: TextIO | None = None,
     on_batch: Any = None,
     limits: Limits = DEFAULT_LIMITS,
+    loop_spans: Callable[[TurnSummary], None] | None = None,
 ) -> Outcome:
     """Read ``paths`` through the pipeline; the report, what the reader met, and the engine.
-    ``on_batch(settled)`` after each chunk of traces fed (``Replay.settled``). Raises
-    GroupingError when the temporary files cannot be written."""
+    ``on_batch(settled)`` after each chunk of traces fed (``Replay.settled``); ``loop_spans``
+    takes each turn with loops. Raises GroupingError when the temporary files cannot be
+    written."""
+    if loop_spans is None:  # no loop marks built: they would go nowhere
+        config = replace(config, loop_spans_per_turn=0)
     report = Report()
-    replay = Replay(config, ReportSink(report, forward))
+    replay = Replay(config, ReportSink(report, forward), loop_spans)
     stats = ReadStats()
     shown = Progress(progress, stats)
     reader = Reader(paths, forced, stats, on_file=shown.on_file)
@@ -195,6 +207,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="replay",
         help="--openmetrics: the instance label of every series (default replay: distinct from "
         "live replicas, so backfilled and scraped samples never collide)",
+    )
+    parser.add_argument(
+        "--export-otlp",
+        metavar="URL",
+        help="also send a loopwatch.loop span per loop, in its own trace, to this OTLP/gRPC "
+        "endpoint, e.g. http://localhost:4317 ([serve] export_otlp)",
     )
     parser.add_argument(
         "--no-progress", action="store_true", help="no progress line, even on a terminal"
@@ -295,6 +313,12 @@ def _run(args: argparse.Namespace) -> int:
             print(f"loopwatch replay: cannot write {args.openmetrics}: {e}", file=sys.stderr)
             return EXIT_UNREADABLE
     progress = sys.stderr if sys.stderr.isatty() and not args.no_progress else None
+    lost = LostLoopSpans()
+    export = None
+    if args.export_otlp or config.export_otlp:
+        from loopwatch.loopspans.export import loop_export_for
+
+        config, export = loop_export_for(config, lost, args.export_otlp)
     try:
         outcome = run_replay(
             args.paths,
@@ -303,6 +327,7 @@ def _run(args: argparse.Namespace) -> int:
             forward=writer,
             progress=progress,
             on_batch=writer.advance if writer is not None else None,
+            loop_spans=export,
         )
     except GroupingError as e:
         print(f"loopwatch replay: {e}", file=sys.stderr)
@@ -310,6 +335,10 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         if writer is not None:
             writer.close()
+        if export is not None:
+            export.shutdown()
+    if export is not None:
+        print(f"loopwatch replay: loop spans to {export.endpoint}: {lost.line()}", file=sys.stderr)
     for line in input_lines(outcome):
         print(f"loopwatch replay: {line}", file=sys.stderr)
     if not outcome.stats.spans:
@@ -320,6 +349,21 @@ def _run(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # `| head`: the reader has what it wanted
         stdout_gone()
     return EXIT_OK
+
+
+class LostLoopSpans:
+    """Loop spans a replay could not send, by reason (said on stderr at the end)."""
+
+    def __init__(self) -> None:
+        self.by_reason: dict[str, int] = {}
+
+    def __call__(self, reason: str, count: int) -> None:
+        self.by_reason[reason] = self.by_reason.get(reason, 0) + count
+
+    def line(self) -> str:
+        if not self.by_reason:
+            return "all sent"
+        return ", ".join(f"{n} not sent ({reason})" for reason, n in sorted(self.by_reason.items()))
 
 
 def stdout_gone() -> None:

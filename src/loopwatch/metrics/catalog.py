@@ -272,6 +272,19 @@ LATE_SPANS = Metric(
     "Spans that arrived for a turn already finalized.",
     at_zero=True,
 )
+LOOP_SPANS_PER_TURN_BOUND = "per_turn_bound"
+LOOP_SPANS_EXPORT_FAILED = "export_failed"
+LOOP_SPANS_DROPPED = Metric(
+    "loopwatch_loop_spans_dropped_total",
+    "counter",
+    "Loop spans not sent, by reason.",
+    ("reason",),
+    values={"reason": (LOOP_SPANS_PER_TURN_BOUND, LOOP_SPANS_EXPORT_FAILED)},
+    at_zero=True,
+    note="per_turn_bound: loops of one turn past `loop_spans.per_turn`. export_failed: spans "
+    "`serve` or `replay --export-otlp` could not deliver to the OTLP endpoint (a full queue "
+    "included).",
+)
 LABEL_OVERFLOW = Metric(
     "loopwatch_label_overflow_total",
     "counter",
@@ -334,6 +347,7 @@ _COUNTED = (
     OPEN_TURNS,
     TURNS_EVICTED,
     LATE_SPANS,
+    LOOP_SPANS_DROPPED,
     LABEL_OVERFLOW,
     CALLS_WITHOUT_ARGUMENTS,
     CALLS_KEYED_BY_INFERENCE,

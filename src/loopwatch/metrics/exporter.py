@@ -229,6 +229,10 @@ class LoopwatchMetrics:
         with self._lock:
             self.late_spans.inc(())
 
+    def loop_spans_dropped(self, reason: str, count: int = 1) -> None:
+        with self._lock:
+            self._families[catalog.LOOP_SPANS_DROPPED.name].inc((reason,), count)
+
     def malformed(self, reason: str, count: int = 1) -> None:
         with self._lock:
             self._families[catalog.MESSAGES_MALFORMED.name].inc((reason,), count)

@@ -10,6 +10,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from loopwatch.core.config import Config
+from loopwatch.loopspans.export import LoopExport, loop_export_for
 from loopwatch.metrics.catalog import ENDPOINT_METRICS, ENDPOINT_OTLP_HTTP
 from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.grpc_server import start_grpc
@@ -49,6 +50,7 @@ class Service:
             serve=True,
         )
         self.pipeline: Pipeline | None = None
+        self.loop_export: LoopExport | None = None  # with serve.export_otlp set
         self.bound: Addresses | None = None
         self._grpc: Any = None
         self._http: Endpoint | None = None
@@ -68,8 +70,9 @@ class Service:
         return None
 
     def start(self) -> Addresses:
+        config, self.loop_export = loop_export_for(self.config, self.metrics.loop_spans_dropped)
+        self.pipeline = Pipeline(config, self.metrics, loop_spans=self.loop_export)
         config = self.config
-        self.pipeline = Pipeline(config, self.metrics)
         limits = Limits(
             max_connections=config.max_connections,
             max_header_bytes=config.max_header_bytes,
@@ -114,6 +117,8 @@ class Service:
         done = True
         if self.pipeline is not None:
             done = self.pipeline.stop(max(0.1, deadline - time.monotonic()))
+        if self.loop_export is not None:  # the loop spans of the turns finalized at the stop
+            done = self.loop_export.shutdown(max(0.1, deadline - time.monotonic())) and done
         if self._metrics_server is not None:
             self._metrics_server.stop(0.5)
         return done

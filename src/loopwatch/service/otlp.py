@@ -14,6 +14,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
 from loopwatch.conventions.read import UNREAD_PREFIXES
+from loopwatch.core.records import OWN_SCOPE
 from loopwatch.core.span_view import EventView, SpanView
 from loopwatch.service.otlp_lean import LeanRequest
 
@@ -283,6 +284,8 @@ def span_views(request: Any) -> Decoded:
     for rs in request.resource_spans:
         service = _service(rs.resource)
         for ss in rs.scope_spans:
+            if ss.scope.name == OWN_SCOPE:  # loopwatch's own loop spans: never an agent's
+                continue
             for span in ss.spans:
                 trace_id, span_id, parent = span.trace_id, span.span_id, span.parent_span_id
                 if not valid_ids(trace_id, span_id, parent):

@@ -47,6 +47,7 @@ from msgspec import UNSET, Meta, UnsetType
 from msgspec.structs import astuple
 
 from loopwatch.conventions.read import UNREAD_PREFIXES
+from loopwatch.core.records import OWN_SCOPE
 from loopwatch.core.span_view import EventView, SpanView
 from loopwatch.service.otlp import REMOTE_PARENT, RequestError, valid_ids
 
@@ -339,6 +340,8 @@ class ResourceSpans(msgspec.Struct, Generic[KV], gc=False):
         rejected = 0
         for group in (scopes, self.instrumentation_library_spans):
             for scope in group or ():
+                if scope.scope is not None and scope.scope.name == OWN_SCOPE:
+                    continue  # loopwatch's own loop spans: never an agent's
                 for span in scope.spans or ():
                     view = span.view
                     if view is None:

@@ -18,6 +18,7 @@ from loopwatch.core.internal_errors import log_internal_error
 from loopwatch.core.records import Record, ToolCall, TurnMark, kind_of
 from loopwatch.core.sink import QueueGauges, Sink
 from loopwatch.core.span_view import SpanView
+from loopwatch.core.summary import TurnSummary
 from loopwatch.service.otlp import REMOTE_PARENT
 
 log = logging.getLogger("loopwatch.service")
@@ -38,13 +39,16 @@ class Pipeline:
         clock: Callable[[], float] = time.monotonic,
         *,
         worker: bool = True,
+        loop_spans: Callable[[TurnSummary], None] | None = None,
     ) -> None:
         """``worker=False``: no thread; the caller drives it with :meth:`process`,
-        :meth:`advance` and :meth:`finish` (``loopwatch replay``, on the spans' own clock)."""
+        :meth:`advance` and :meth:`finish` (``loopwatch replay``, on the spans' own clock).
+        ``loop_spans``: where each finished turn with loops goes besides the sink."""
         self.config = config
         self.sink = sink
         self.clock = clock
         self._assembler = TurnAssembler(config, sink, clock)
+        self._assembler.loop_spans = loop_spans
         self._gauges = QueueGauges(sink)  # where the sink has them (a replay's has not)
         self._batches: deque[Sequence[SpanView]] = deque()
         self._queued = 0  # spans in _batches

@@ -9,6 +9,7 @@ import resource
 import signal
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -88,6 +89,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"/metrics, /healthz, /readyz (default {Config.metrics_host}:{Config.metrics_port})",
     )
     parser.add_argument(
+        "--export-otlp",
+        metavar="URL",
+        help="send a loopwatch.loop span per loop to this OTLP/gRPC endpoint, e.g. "
+        "http://collector:4317 ([serve] export_otlp)",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         type=log_level,
@@ -158,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
         config.grace_seconds,
         config.idle_timeout_seconds,
     )
+    if service.loop_export is not None:
+        log.info("loop spans: to %s", service.loop_export.endpoint)
     return _serve_until(stop, service, args.summary_seconds)
 
 
@@ -169,6 +178,8 @@ def _load(args: argparse.Namespace) -> tuple[Path | None, Config, Addresses]:
 
     file = config_file(args.config)
     config = load_config(args.config)
+    if getattr(args, "export_otlp", None):
+        config = replace(config, export_otlp=args.export_otlp)
     metrics_default = join_address(config.metrics_host, config.metrics_port)
     addresses = Addresses(
         grpc=args.grpc_address or config.grpc_address,
