@@ -21,6 +21,7 @@ from loopwatch.core.conversations import Conversations
 from loopwatch.core.keys import AttemptKey
 from loopwatch.core.records import Conversation, LlmMark, ToolCall, UnreadableHistory
 from loopwatch.core.span_view import SpanView
+from testkit.configs import below_minimums
 from tests.support.conversations import (
     TIMEOUT_TEXT,
     Msg,
@@ -383,7 +384,7 @@ def test_a_trace_evicted_for_memory_mid_turn_loses_no_model_call() -> None:
     """Under a byte budget too small for a request's model calls, the trace is evicted part
     way; its model calls go to the open conversation (none counted as dropped), and the later
     ones join it by call id: the turns still count as they would."""
-    config = replace(conversation_config(), buffer_bytes=12_000)
+    config = below_minimums(conversation_config(), buffer_bytes=12_000)
     p = Pipeline(config=config)
     run_conversation(p, genai_attributes, "request")
     assert p.value("loopwatch_spans_dropped_total", reason="memory") == 0
