@@ -18,6 +18,7 @@ from loopwatch.service.otlp import RequestError, any_value, attributes
 
 EVENT_NAME: Final = "event.name"  # where the agents put the name (before LogRecord.event_name)
 _HEX: Final = re.compile(r"[0-9a-fA-F]*")
+_ID_SIZES: Final = (("traceId", 16), ("trace_id", 16), ("spanId", 8), ("span_id", 8))
 # protobuf's JSON parser refuses a message nested deeper than this (json_format's default)
 MAX_DEPTH: Final = 100
 
@@ -32,17 +33,19 @@ def parse_logs_protobuf(body: bytes) -> ExportLogsServiceRequest:
     return request
 
 
-def _id(value: Any, where: str) -> Any:
-    # OTLP/JSON writes ids in hex; protobuf's JSON mapping (base64) is read too
+def _id(value: Any, where: str, size: int) -> str:
+    """An id in protobuf's JSON mapping (base64): OTLP/JSON writes hex, protobuf base64."""
     if not isinstance(value, str):
         raise RequestError(f"{where}: an id must be a string, not {type(value).__name__}")
-    if len(value) in (16, 32) and _HEX.fullmatch(value):
+    if len(value) == 2 * size and _HEX.fullmatch(value):
         return base64.b64encode(bytes.fromhex(value)).decode()
     try:
-        base64.b64decode(value + "=" * (-len(value) % 4), validate=False)
+        raw = base64.b64decode(value + "=" * (-len(value) % 4), altchars=b"-_", validate=True)
     except (binascii.Error, ValueError):
-        raise RequestError(f"{where}: {value[:40]!r} is neither hex nor base64") from None
-    return value
+        raw = b""
+    if len(raw) != size:
+        raise RequestError(f"{where}: {value[:40]!r} is not an id of {size} bytes (hex or base64)")
+    return base64.b64encode(raw).decode()
 
 
 def _hex_ids(document: Any) -> None:
@@ -55,10 +58,10 @@ def _hex_ids(document: Any) -> None:
             for k, record in enumerate(_list(sl, "logRecords", "log_records")):
                 if not isinstance(record, dict):
                     continue
-                for key in ("traceId", "trace_id", "spanId", "span_id"):
+                for key, size in _ID_SIZES:
                     if record.get(key) not in (None, ""):
                         where = f"resourceLogs[{i}].scopeLogs[{j}].logRecords[{k}].{key}"
-                        record[key] = _id(record[key], where)
+                        record[key] = _id(record[key], where, size)
 
 
 def _list(message: Any, json_name: str, proto_name: str) -> list[Any]:
