@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any, Final
 
 from loopwatch.conventions import (
+    coding_agent_spans,
     genai,
     logfire,
     mcp,
@@ -71,6 +72,7 @@ EMITTERS: Final = (
     openllmetry.EMITTER,
     logfire.EMITTER,
     vercel_ai.EMITTER,
+    coding_agent_spans.EMITTER,
 )
 
 # Every attribute a marker tests, and the span-name prefixes and attributes the emitters'

@@ -16,7 +16,7 @@ from loopwatch.conventions.read import is_turn_span, read_span
 from loopwatch.core.assembler import DROP_ERROR, EVICT_SHUTDOWN, TurnAssembler
 from loopwatch.core.config import Config
 from loopwatch.core.log_view import LogView
-from loopwatch.core.records import KIND_OTHER, Record, ToolCall, TurnMark, kind_of
+from loopwatch.core.records import KIND_OTHER, KIND_TOOL, Record, ToolCall, TurnMark, kind_of
 from loopwatch.core.sink import QueueGauges, Sink, agent_events
 from loopwatch.core.span_view import SpanView
 from loopwatch.service.otlp import REMOTE_PARENT
@@ -67,6 +67,9 @@ class Pipeline:
         # its previous turn (finalized a grace later), as the idle timeout ends its last one
         self._sessions: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._events = agent_events(sink)
+        # services that sent tool spans: an agent sending spans and events (Claude Code's span
+        # beta) has its turns read from the spans, once; its events still give detections
+        self._span_services: OrderedDict[str, None] = OrderedDict()
         # traces open at shutdown: (finalized as usual, finalized without their root)
         self.finished_at_stop = (0, 0)
         self._worker = threading.Thread(target=self._run, name="loopwatch-pipeline", daemon=True)
@@ -186,7 +189,7 @@ class Pipeline:
                     continue
                 if read.detection is not None and self._events is not None:
                     self._events.agent_detection(log_view.service, *read.detection)
-                if read.record is None:
+                if read.record is None or log_view.service in self._span_services:
                     counts[KIND_OTHER] = counts.get(KIND_OTHER, 0) + 1
                     continue
                 self._next_prompt(log_view.service, read.session, read.turn)
@@ -205,6 +208,11 @@ class Pipeline:
         if self._events is not None:
             for kind, count in counts.items():
                 self._events.log_records(kind, count)
+
+    def _spans_from(self, service: str) -> None:
+        self._span_services[service] = None
+        if len(self._span_services) > self.config.max_open_turns:
+            self._span_services.popitem(last=False)
 
     def _next_prompt(self, service: str, session: str, turn: int) -> None:
         """A session's records for a new turn: its previous turn is done (a grace from now)."""
@@ -247,6 +255,8 @@ class Pipeline:
                 assembler.add(span.trace_id, span.service, record, root_finalizes=False)
                 kind = kind_of(record)
                 counts[kind] = counts.get(kind, 0) + 1
+                if kind == KIND_TOOL and span.service not in self._span_services:
+                    self._spans_from(span.service)
                 # only an agent or tool span, or one with a remote parent, can start the grace
                 if span.parent_id is not None and (span.extra or type(record) in _MAY_WATCH):
                     self._watch_process_root(span, record)
