@@ -82,6 +82,12 @@ def parse_logs_json(body: bytes) -> ExportLogsServiceRequest:
         raise RequestError(
             f"not an OTLP/JSON logs request: nested deeper than {MAX_DEPTH}"
         ) from None
+    return logs_request(document)
+
+
+def logs_request(document: Any) -> ExportLogsServiceRequest:
+    """An OTLP/JSON logs request already parsed as JSON (``replay``'s lines), as
+    :func:`parse_logs_json` reads it."""
     _hex_ids(document)
     request = ExportLogsServiceRequest()
     try:
@@ -91,6 +97,14 @@ def parse_logs_json(body: bytes) -> ExportLogsServiceRequest:
     except (json_format.ParseError, RecursionError, ValueError, TypeError) as e:
         raise RequestError(f"not an OTLP/JSON logs request: {e}") from None
     return request
+
+
+def is_logs_document(document: Any) -> bool:
+    """Whether a JSON document is an OTLP logs request (the Collector's file exporter writes
+    one a line, as it writes traces)."""
+    return isinstance(document, dict) and (
+        "resourceLogs" in document or "resource_logs" in document
+    )
 
 
 def _service(resource: Any) -> str:
@@ -132,4 +146,11 @@ def log_views(request: ExportLogsServiceRequest) -> list[LogView]:
     return views
 
 
-__all__ = ["count_records", "log_views", "parse_logs_json", "parse_logs_protobuf"]
+__all__ = [
+    "count_records",
+    "is_logs_document",
+    "log_views",
+    "logs_request",
+    "parse_logs_json",
+    "parse_logs_protobuf",
+]
