@@ -61,6 +61,9 @@ def test_six_identical_failing_commands_are_one_turn_with_one_loop(
     assert value(registry, "loopwatch_loops_total", **turn, kind="repeat") == 1
     assert value(registry, "loopwatch_loops_total") == 1
     assert value(registry, "loopwatch_log_records_total", kind="tool") == 6
+    # without arguments a call is keyed by its tool and error class: the six are one key
+    without = value(registry, "loopwatch_calls_without_arguments_total")
+    assert without == (0 if details else 6)
 
 
 @pytest.mark.parametrize(("agent", "details"), CASES)
