@@ -121,7 +121,7 @@ def tool_call(
         (span_id, anchor(turn), start, end),
         tool,
         config,
-        decode_arguments(arguments),
+        decode_arguments(None if arguments == "" else arguments),  # "": not captured
         result,
         errors,
         agent=agent,
