@@ -1,6 +1,7 @@
 """OTLP/JSON log requests as the coding-agent CLIs write them (attribute names from
-docs/coding-agents.md and the agents' sources), for the fixtures under
-tests/fixtures/coding_agents/ (``python -m testkit.coding_agents`` writes them) and the benchmark.
+docs/coding-agents.md and the agents' sources; Claude Code's as its 2.1.332 wrote them in
+tests/fixtures/coding_agents/recorded/), for the fixtures under tests/fixtures/coding_agents/
+(``python -m testkit.coding_agents`` writes them) and the benchmark.
 
 Each scenario is one session: ``loop`` (six identical failing ``curl`` commands, each described
 in other words), ``healthy`` (six different commands that succeed), ``two_prompts`` (two prompts
@@ -145,8 +146,9 @@ def claude_code(scenario: str, details: bool) -> dict[str, Any]:
             "tool_input_size_bytes": "87",
             "tool_result_size_bytes": "102",
         }
-        if failed:
-            result["error"] = f"Exit code 7\n{CURL_ERROR}"
+        if failed:  # as Claude Code 2.1.332 writes them (tests/fixtures/coding_agents/recorded/)
+            result["error_type"] = "ShellError"
+            result["error"] = "Shell command failed"
         if details:
             result["tool_parameters"] = json.dumps(
                 {

@@ -135,3 +135,30 @@ def test_the_agents_through_a_real_loopwatch_serve_over_grpc_and_http() -> None:
             'loopwatch_loops_total{agent="claude-code",error_class="tool_error",kind="repeat",'
             'model="claude-sonnet-4-5-20250929",service="claude-code",tool="Bash"} 1.0'
         ) in scrape
+
+
+RECORDED = FIXTURES / "recorded"
+
+
+@pytest.mark.parametrize("details", [False, True])
+def test_claude_codes_recorded_loop_is_one_turn_with_one_loop(details: bool) -> None:
+    # recorded from Claude Code 2.1.332 itself (python -m testkit.claude_code DIR)
+    name = f"claude-code-loop-{'details' if details else 'default'}.json"
+    registry = _read((RECORDED / name).read_bytes())
+    turn = {"service": "claude-code", "agent": "claude-code"}
+    assert value(registry, "loopwatch_turns_total", **turn) == 1
+    assert value(registry, "loopwatch_tool_calls_total", tool="Bash", error_class="tool_error") == 6
+    assert value(registry, "loopwatch_turn_max_attempts_sum") == 6
+    assert value(registry, "loopwatch_loops_total", tool="Bash", kind="repeat") == 1
+    assert value(registry, "loopwatch_calls_without_arguments_total") == (0 if details else 6)
+
+
+def test_claude_codes_recorded_healthy_run_and_second_prompt() -> None:
+    healthy = _read((RECORDED / "claude-code-healthy-details.json").read_bytes())
+    assert value(healthy, "loopwatch_tool_calls_total", tool="Bash", error_class="ok") == 6
+    assert value(healthy, "loopwatch_turn_max_attempts_sum") == 1
+    assert value(healthy, "loopwatch_loops_total") == 0
+    two = _read((RECORDED / "claude-code-two_prompts-default.json").read_bytes())
+    assert value(two, "loopwatch_turns_total") == 2
+    assert value(two, "loopwatch_tool_calls_total") == 4
+    assert value(two, "loopwatch_loops_total") == 0

@@ -1,0 +1,91 @@
+"""Claude Code itself (pinned, from npm), run offline against a scripted model on loopback with
+its telemetry set as docs/coding-agents.md says, into a real ``loopwatch serve``: six identical
+failing commands are one turn with its loop, with default telemetry and with arguments on; six
+different commands are none; a second prompt of the session is a second turn."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testkit import claude_code
+from testkit.scripted_anthropic import Script, scripted_anthropic
+from testkit.serve_process import ServeProcess, wait_for
+
+pytestmark = pytest.mark.slow
+FAILING = "curl -sS --max-time 2 http://127.0.0.1:9/health"
+HEALTHY = ["echo one", "pwd", "date -u +%Y", "uname -s", "true", "echo six"]
+TOML = "[limits]\nidle_timeout_seconds = 0.5\n[serve]\ngrace_seconds = 0.0\n"
+
+
+@pytest.fixture(scope="module")
+def binary() -> Path:
+    found = claude_code.install()
+    if found is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"Claude Code {claude_code.VERSION} did not install from npm")
+        pytest.skip(f"Claude Code {claude_code.VERSION} not installed (npm absent or offline)")
+    return found
+
+
+@pytest.fixture
+def served() -> Iterator[ServeProcess]:
+    with ServeProcess(TOML, log_level="WARNING") as process:
+        yield process
+
+
+def _run(
+    binary: Path, served: ServeProcess, commands: list[str], home: Path, protocol: str, **kw: bool
+) -> None:
+    endpoint = f"http://{served.grpc if protocol == 'grpc' else served.http}"
+    with scripted_anthropic(Script(commands)) as base:
+        done = claude_code.run(binary, base, endpoint, protocol, "Is the service up?", home, **kw)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _turns(served: ServeProcess, count: int) -> dict[str, float]:
+    wait_for(lambda: served.samples().get("loopwatch_turns_total", 0) >= count, 60, "turns")
+    return served.samples()
+
+
+@pytest.mark.parametrize(
+    ("protocol", "details"),
+    [("grpc", False), ("grpc", True), ("http/protobuf", False), ("http/json", True)],
+)
+def test_six_identical_failing_commands_are_one_turn_with_its_loop(
+    binary: Path, served: ServeProcess, tmp_path: Path, protocol: str, details: bool
+) -> None:
+    _run(binary, served, [FAILING] * 6, tmp_path, protocol, details=details)
+    samples = _turns(served, 1)
+    assert samples["loopwatch_turns_total"] == 1
+    assert samples["loopwatch_tool_calls_total"] == 6
+    assert samples["loopwatch_turn_max_attempts_sum"] == 6
+    assert samples["loopwatch_loops_total"] == 1
+    assert samples.get("loopwatch_calls_without_arguments_total", 0) == (0 if details else 6)
+    scrape = served.scrape()
+    assert 'kind="repeat"' in scrape and 'service="claude-code",tool="Bash"} 1.0' in scrape
+
+
+def test_six_different_commands_are_no_loop(
+    binary: Path, served: ServeProcess, tmp_path: Path
+) -> None:
+    _run(binary, served, HEALTHY, tmp_path, "grpc", details=True)
+    samples = _turns(served, 1)
+    assert samples["loopwatch_tool_calls_total"] == 6
+    assert samples["loopwatch_turn_max_attempts_sum"] == 1
+    assert samples.get("loopwatch_loops_total", 0) == 0
+
+
+def test_a_second_prompt_of_the_session_is_a_second_turn(
+    binary: Path, served: ServeProcess, tmp_path: Path
+) -> None:
+    _run(binary, served, HEALTHY[:2], tmp_path, "grpc")
+    # the script reads its step from the tool results in the history: the first prompt's two
+    # are there, so the second prompt calls the next two
+    _run(binary, served, HEALTHY[:4], tmp_path, "grpc", resume=True)
+    samples = _turns(served, 2)
+    assert samples["loopwatch_turns_total"] == 2
+    assert samples["loopwatch_tool_calls_total"] == 4
