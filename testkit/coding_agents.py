@@ -30,6 +30,9 @@ DESCRIPTIONS = (
 )
 HEALTHY = ("ls", "pwd", "date -u", "whoami", "uname -a", "git status --short")
 AGENTS = ("claude-code", "gemini-cli", "codex")
+# what each sends by default: gemini-cli's logPrompts is on unless set off, Codex always sends
+# its arguments; Claude Code only with OTEL_LOG_TOOL_DETAILS=1
+ARGUMENTS_BY_DEFAULT = {"claude-code": False, "gemini-cli": True, "codex": True}
 SCENARIOS = ("loop", "healthy", "two_prompts")
 
 
@@ -199,12 +202,13 @@ def gemini_cli(scenario: str, details: bool) -> dict[str, Any]:
             "prompt_id": prompt_id,
             "tool_type": "native",
             "content_length": 120,
-            "metadata": json.dumps(
-                {"exitCode": 7 if failed else 0, "isError": False, "model_added_lines": 0}
-            ),
         }
-        if details:
-            call["function_args"] = json.dumps({"command": command, "description": description})
+        if details:  # logPrompts: the arguments, and the metadata's exit code (gemini-cli 0.61)
+            call["function_args"] = json.dumps(
+                {"command": command, "description": description}, indent=2
+            )
+            if failed:
+                call["metadata"] = json.dumps({"exitCode": 7, "isError": True}, indent=2)
         records.append(_record(t, f"Tool call: run_shell_command{n}", call))
         if scenario == "loop" and n == 4:  # its own guard trips at the fifth identical call
             detection = {
@@ -219,7 +223,7 @@ def gemini_cli(scenario: str, details: bool) -> dict[str, Any]:
     return _request("gemini-cli", "0.21.0", "gemini-cli", records)
 
 
-def codex(scenario: str, details: bool) -> dict[str, Any]:
+def codex(scenario: str, details: bool) -> dict[str, Any]:  # (always sends its arguments)
     conversation = "0199a6f4-7b2c-7d30-9e41-5f6a7b8c9d0e"
     common = {
         "conversation.id": conversation,
@@ -251,10 +255,8 @@ def codex(scenario: str, details: bool) -> dict[str, Any]:
             "output": output,
             "mcp_server": "",
         }
-        result["arguments"] = (
-            json.dumps({"cmd": command, "workdir": "/work/project", "yield_time_ms": 10000})
-            if details
-            else ""
+        result["arguments"] = json.dumps(
+            {"cmd": command, "workdir": "/work/project", "yield_time_ms": 10000}
         )
         records.append(_record(t, "codex.tool_result", result, trace, span))
         if n == 0 or (scenario == "two_prompts" and n == 2):
@@ -276,6 +278,9 @@ def name(agent: str, scenario: str, details: bool) -> str:
     return f"{agent}-{scenario}-{'details' if details else 'default'}.json"
 
 
+PROMPTS_OFF = "gemini-cli-loop-prompts_off.json"  # gemini-cli with logPrompts set to false
+
+
 def write(directory: Path = FIXTURES) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
@@ -283,8 +288,12 @@ def write(directory: Path = FIXTURES) -> list[Path]:
         for scenario in SCENARIOS:
             for details in (False, True):
                 path = directory / name(agent, scenario, details)
-                path.write_text(json.dumps(build(scenario, details), indent=1) + "\n")
+                document = build(scenario, details or ARGUMENTS_BY_DEFAULT[agent])
+                path.write_text(json.dumps(document, indent=1) + "\n")
                 written.append(path)
+    path = directory / PROMPTS_OFF
+    path.write_text(json.dumps(gemini_cli("loop", False), indent=1) + "\n")
+    written.append(path)
     return written
 
 

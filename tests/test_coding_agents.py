@@ -63,7 +63,8 @@ def test_six_identical_failing_commands_are_one_turn_with_one_loop(
     assert value(registry, "loopwatch_log_records_total", kind="tool") == 6
     # without arguments a call is keyed by its tool and error class: the six are one key
     without = value(registry, "loopwatch_calls_without_arguments_total")
-    assert without == (0 if details else 6)
+    default_without = not details and not coding_agents.ARGUMENTS_BY_DEFAULT[agent]
+    assert without == (6 if default_without else 0)
 
 
 @pytest.mark.parametrize(("agent", "details"), CASES)
@@ -93,6 +94,15 @@ def test_gemini_clis_own_loop_detection_is_counted_by_type() -> None:
     }
     assert value(registry, "loopwatch_agent_loop_detections_total", **detections) == 1
     assert value(registry, "loopwatch_agent_loop_detections_total") == 1
+
+
+def test_gemini_cli_without_prompt_logging_hides_its_failures_but_not_its_own_detection() -> None:
+    # logPrompts off: no arguments, and the metadata's exit code is filtered out, so six
+    # failing commands read as six successes without arguments (never repeats)
+    registry = _read((FIXTURES / coding_agents.PROMPTS_OFF).read_bytes())
+    assert value(registry, "loopwatch_tool_calls_total", error_class="ok") == 6
+    assert value(registry, "loopwatch_loops_total") == 0
+    assert value(registry, "loopwatch_agent_loop_detections_total", source="gemini-cli") == 1
 
 
 def test_a_success_that_exited_non_zero_is_a_failure() -> None:
