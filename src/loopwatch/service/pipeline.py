@@ -29,9 +29,18 @@ _SWEEP_SECONDS = 1.0
 _MAY_WATCH = (TurnMark, ToolCall)
 
 
-class LogBatch(list[LogView]):
+class LogBatch:
     """One request's log records, queued beside span batches (the worker reads them with the
-    coding agents' readers, not as spans)."""
+    coding agents' readers, not as spans). A class of its own, not a list's subclass: compiled,
+    a native class cannot extend a builtin."""
+
+    __slots__ = ("logs",)
+
+    def __init__(self, logs: list[LogView]) -> None:
+        self.logs = logs
+
+    def __len__(self) -> int:
+        return len(self.logs)
 
 
 class Pipeline:
@@ -181,7 +190,7 @@ class Pipeline:
         config = self.config
         assembler = self._assembler
         counts: dict[str, int] = {}
-        for log_view in logs:
+        for log_view in logs.logs:
             try:
                 read = read_log(log_view, config)
                 if read is None:
