@@ -172,3 +172,21 @@ def test_claude_codes_recorded_healthy_run_and_second_prompt() -> None:
     assert value(two, "loopwatch_turns_total") == 2
     assert value(two, "loopwatch_tool_calls_total") == 4
     assert value(two, "loopwatch_loops_total") == 0
+
+
+def test_codexs_recorded_loop_and_healthy_run() -> None:
+    # recorded from Codex CLI 0.171.0 itself (python -m testkit.codex DIR): its records carry no
+    # trace id without a traces exporter, so the conversation is the turn
+    loop = _read((RECORDED / "codex-loop.json").read_bytes())
+    turn = {"service": "codex_exec", "agent": "codex", "model": "gpt-5-codex"}
+    assert value(loop, "loopwatch_turns_total", **turn) == 1
+    assert (
+        value(loop, "loopwatch_tool_calls_total", tool="exec_command", error_class="tool_error")
+        == 6
+    )
+    assert value(loop, "loopwatch_turn_max_attempts_sum") == 6
+    assert value(loop, "loopwatch_loops_total", tool="exec_command", kind="repeat") == 1
+    healthy = _read((RECORDED / "codex-healthy.json").read_bytes())
+    assert value(healthy, "loopwatch_tool_calls_total", tool="exec_command", error_class="ok") == 6
+    assert value(healthy, "loopwatch_turn_max_attempts_sum") == 1
+    assert value(healthy, "loopwatch_loops_total") == 0

@@ -1,7 +1,8 @@
-"""Claude Code itself (pinned, from npm), run offline against a scripted model on loopback with
-its telemetry set as docs/coding-agents.md says, into a real ``loopwatch serve``: six identical
-failing commands are one turn with its loop, with default telemetry and with arguments on; six
-different commands are none; a second prompt of the session is a second turn."""
+"""Claude Code and Codex CLI themselves (pinned, from npm), run offline against a scripted
+model on loopback with their telemetry set as docs/coding-agents.md says, into a real
+``loopwatch serve``: six identical failing commands are one turn with its loop (Claude Code with
+default telemetry and with arguments on); six different commands are none; a second prompt of
+a session is a second turn."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from testkit import claude_code
+from testkit import claude_code, codex
 from testkit.scripted_anthropic import Script, scripted_anthropic
+from testkit.scripted_openai import scripted_openai
 from testkit.serve_process import ServeProcess, wait_for
 
 pytestmark = pytest.mark.slow
@@ -89,3 +91,46 @@ def test_a_second_prompt_of_the_session_is_a_second_turn(
     samples = _turns(served, 2)
     assert samples["loopwatch_turns_total"] == 2
     assert samples["loopwatch_tool_calls_total"] == 4
+
+
+@pytest.fixture(scope="module")
+def codex_binary() -> Path:
+    found = codex.install()
+    if found is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"Codex CLI {codex.VERSION} did not install from npm")
+        pytest.skip(f"Codex CLI {codex.VERSION} not installed (npm absent or offline)")
+    return found
+
+
+@pytest.mark.parametrize("exporter", ["grpc", "http/json", "http/binary"])
+def test_codex_six_identical_failing_commands_are_one_turn_with_its_loop(
+    codex_binary: Path, served: ServeProcess, tmp_path: Path, exporter: str
+) -> None:
+    if exporter == "grpc":
+        otel = codex.grpc_exporter(served.grpc)
+    else:
+        otel = codex.http_exporter(served.http, exporter.split("/")[1])
+    with scripted_openai([FAILING] * 6) as base:
+        done = codex.run(codex_binary, tmp_path, codex.config(base, otel), "Is the service up?")
+    assert done.returncode == 0, done.stderr[-2000:]
+    samples = _turns(served, 1)
+    assert samples["loopwatch_turns_total"] == 1
+    assert samples["loopwatch_tool_calls_total"] == 6
+    assert samples["loopwatch_turn_max_attempts_sum"] == 6
+    assert samples["loopwatch_loops_total"] == 1
+    scrape = served.scrape()
+    assert 'service="codex_exec",tool="exec_command"} 1.0' in scrape
+
+
+def test_codex_six_different_commands_are_no_loop(
+    codex_binary: Path, served: ServeProcess, tmp_path: Path
+) -> None:
+    with scripted_openai(HEALTHY) as base:
+        toml = codex.config(base, codex.grpc_exporter(served.grpc))
+        done = codex.run(codex_binary, tmp_path, toml, "Is the service up?")
+    assert done.returncode == 0, done.stderr[-2000:]
+    samples = _turns(served, 1)
+    assert samples["loopwatch_tool_calls_total"] == 6
+    assert samples["loopwatch_turn_max_attempts_sum"] == 1
+    assert samples.get("loopwatch_loops_total", 0) == 0

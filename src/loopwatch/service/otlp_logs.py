@@ -128,7 +128,9 @@ def log_views(request: ExportLogsServiceRequest) -> list[LogView]:
             scope = sl.scope.name
             for record in sl.log_records:
                 attrs = attributes(record.attributes)
-                name = record.event_name or attrs.get(EVENT_NAME) or ""
+                # the attribute first: Codex's tracing bridge fills LogRecord.event_name with
+                # its call site ("event otel/src/tool_result.rs:54"), the name in event.name
+                name = attrs.get(EVENT_NAME) or record.event_name or ""
                 trace_id = record.trace_id
                 views.append(
                     LogView(
