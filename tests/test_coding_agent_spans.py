@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry
 
 from loopwatch.conventions.read import read_span
 from loopwatch.core.config import Config
-from loopwatch.core.records import ToolCall
+from loopwatch.core.records import Link, ToolCall
 from loopwatch.core.span_view import STATUS_ERROR, STATUS_UNSET, SpanView
 from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.otlp_logs import log_views, parse_logs_json
@@ -110,19 +110,26 @@ def test_the_command_is_read_as_the_calls_arguments() -> None:
     assert (record.tool, record.arguments_known) == ("Bash", True)
 
 
-def test_gemini_clis_tool_call_spans_are_tool_calls() -> None:
+def test_tool_call_spans_are_tool_calls_and_gemini_clis_own_are_read_from_its_events() -> None:
     attrs = {
         "gen_ai.operation.name": "tool_call",
         "gen_ai.tool.name": "run_shell_command",
         "gen_ai.tool.call_id": "call-1",
-        "gen_ai.agent.name": "gemini-cli",
-        "gen_ai.conversation.id": "b1946ac9",
+        "gen_ai.agent.name": "another-agent",
     }
-    record = read_span(
-        SpanView(1, 2, None, "tool_call", 0, 10, attrs, service="gemini-cli"), Config()
-    )
+    record = read_span(SpanView(1, 2, None, "tool_call", 0, 10, attrs), Config())
     assert type(record) is ToolCall
-    assert (record.tool, record.agent) == ("run_shell_command", "gemini-cli")
+    assert (record.tool, record.agent) == ("run_shell_command", "another-agent")
+    # gemini-cli's own: each a trace of its own, without its prompt; its events make the turn
+    gemini = {**attrs, "gen_ai.agent.name": "gemini-cli", "gen_ai.conversation.id": "b1946ac9"}
+    assert type(read_span(SpanView(1, 2, None, "tool_call", 0, 10, gemini), Config())) is Link
+    llm = {
+        "gen_ai.operation.name": "llm_call",
+        "gen_ai.request.model": "gemini-2.5-pro",
+        "gen_ai.agent.name": "gemini-cli",
+        "gen_ai.prompt.name": "b1946ac9########1",
+    }
+    assert type(read_span(SpanView(3, 4, None, "llm_call", 0, 10, llm), Config())) is Link
 
 
 def test_an_agent_sending_spans_and_events_counts_each_call_once() -> None:

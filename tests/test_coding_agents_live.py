@@ -1,8 +1,8 @@
-"""Claude Code and Codex CLI themselves (pinned, from npm), run offline against a scripted
-model on loopback with their telemetry set as docs/coding-agents.md says, into a real
-``loopwatch serve``: six identical failing commands are one turn with its loop (Claude Code with
-default telemetry and with arguments on); six different commands are none; a second prompt of
-a session is a second turn."""
+"""Claude Code, Codex CLI and gemini-cli themselves (pinned, from npm), run offline against a
+scripted model on loopback with their telemetry set as docs/coding-agents.md says, into a real
+``loopwatch serve``: identical failing commands are one turn with its loop (Claude Code with
+default telemetry and with arguments on; gemini-cli's own detections beside it); six different
+commands are none; a second prompt of a session is a second turn."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from testkit import claude_code, codex
+from testkit import claude_code, codex, gemini_cli
 from testkit.scripted_anthropic import Script, scripted_anthropic
+from testkit.scripted_gemini import scripted_gemini
 from testkit.scripted_openai import scripted_openai
 from testkit.serve_process import ServeProcess, wait_for
 
@@ -130,6 +131,70 @@ def test_codex_six_different_commands_are_no_loop(
         toml = codex.config(base, codex.grpc_exporter(served.grpc))
         done = codex.run(codex_binary, tmp_path, toml, "Is the service up?")
     assert done.returncode == 0, done.stderr[-2000:]
+    samples = _turns(served, 1)
+    assert samples["loopwatch_tool_calls_total"] == 6
+    assert samples["loopwatch_turn_max_attempts_sum"] == 1
+    assert samples.get("loopwatch_loops_total", 0) == 0
+
+
+@pytest.fixture(scope="module")
+def gemini_binary() -> Path:
+    found = gemini_cli.install()
+    if found is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"gemini-cli {gemini_cli.VERSION} did not install from npm")
+        pytest.skip(f"gemini-cli {gemini_cli.VERSION} not installed (npm absent or offline)")
+    return found
+
+
+def _gemini(
+    gemini_binary: Path,
+    served: ServeProcess,
+    tmp_path: Path,
+    protocol: str,
+    commands: list[str],
+    log_prompts: bool = True,
+) -> None:
+    endpoint = f"http://{served.grpc if protocol == 'grpc' else served.http}"
+    with scripted_gemini(commands) as base:
+        done = gemini_cli.run(
+            gemini_binary, base, endpoint, protocol, tmp_path, log_prompts=log_prompts
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_gemini_cli_identical_failing_commands_are_one_turn_with_its_loop_and_its_own(
+    gemini_binary: Path, served: ServeProcess, tmp_path: Path, protocol: str
+) -> None:
+    _gemini(gemini_binary, served, tmp_path, protocol, [FAILING] * 6)
+    samples = _turns(served, 1)
+    # its own guard ends the prompt after the fourth identical call: two strikes
+    assert samples["loopwatch_turns_total"] == 1
+    assert samples["loopwatch_tool_calls_total"] == 4
+    assert samples["loopwatch_turn_max_attempts_sum"] == 4
+    assert samples["loopwatch_loops_total"] == 1
+    assert samples["loopwatch_agent_loop_detections_total"] == 2
+    assert samples.get("loopwatch_spans_total", 0) > 0  # its spans came, read as links
+    scrape = served.scrape()
+    assert 'service="gemini-cli",tool="run_shell_command"} 1.0' in scrape
+    assert 'type="consecutive_identical_tool_calls"} 2.0' in scrape
+
+
+def test_gemini_cli_without_prompt_logging_shows_only_its_own_detection(
+    gemini_binary: Path, served: ServeProcess, tmp_path: Path
+) -> None:
+    _gemini(gemini_binary, served, tmp_path, "grpc", [FAILING] * 6, log_prompts=False)
+    samples = _turns(served, 1)
+    assert samples["loopwatch_tool_calls_total"] == 4  # read as successes: no exit code sent
+    assert samples.get("loopwatch_loops_total", 0) == 0
+    assert samples["loopwatch_agent_loop_detections_total"] == 2
+
+
+def test_gemini_cli_six_different_commands_are_no_loop(
+    gemini_binary: Path, served: ServeProcess, tmp_path: Path
+) -> None:
+    _gemini(gemini_binary, served, tmp_path, "grpc", HEALTHY)
     samples = _turns(served, 1)
     assert samples["loopwatch_tool_calls_total"] == 6
     assert samples["loopwatch_turn_max_attempts_sum"] == 1

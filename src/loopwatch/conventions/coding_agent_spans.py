@@ -4,7 +4,9 @@
 Claude Code writes the command on ``claude_code.tool`` (``full_command``) and the outcome on
 its child ``claude_code.tool.execution`` (status ERROR, ``error.type``): the child is read as an
 inner layer of the call (core.layers), so the call has both. gemini-cli marks its tool spans
-``gen_ai.operation.name = tool_call`` rather than ``execute_tool``."""
+``gen_ai.operation.name = tool_call`` rather than ``execute_tool``, and makes each tool call and
+each model call a trace of its own, without the prompt they answer: its turns are read from
+its events (``prompt_id``), which it always sends with them, so its own spans are links only."""
 
 from __future__ import annotations
 
@@ -29,6 +31,14 @@ CODING_AGENTS: Final = Family(
     arguments=("full_command", "function_args", "tool_input"),
     agent=("gen_ai.agent.name",),
 )
+
+
+GEMINI_CLI: Final = "gemini-cli"  # gen_ai.agent.name on every span gemini-cli writes
+
+
+def read_from_events(attrs: Mapping[str, Any]) -> bool:
+    """A span whose agent's calls and turns are read from its log events instead."""
+    return attrs.get("gen_ai.agent.name") == GEMINI_CLI
 
 
 def _kind_by_name(name: str, attrs: Mapping[str, Any]) -> int:
