@@ -17,7 +17,9 @@ from dashboards.lib import (
     ts,
     variables,
 )
+from loopwatch.core.log_view import AGENT_SOURCES
 from loopwatch.metrics.catalog import (
+    AGENT_LOOP_DETECTIONS,
     ATTEMPT_BUCKETS,
     FAILING_STREAK,
     GUARD_DECISIONS_TOTAL,
@@ -554,6 +556,71 @@ def _changes(layout: Layout) -> None:
     )
 
 
+# the coding agents' own agent labels (their events name them so)
+CODING_AGENTS = "|".join(AGENT_SOURCES)
+CODING = f'{F}, agent=~"{CODING_AGENTS}"'
+SERVICE = 'service=~"$service"'
+
+
+def _coding_agents(layout: Layout) -> None:
+    layout.row("Coding agents")
+    layout.add(
+        ts(
+            "Coding agents' loops: loopwatch's and their own guards'",
+            "Turns with a loop per second by coding agent as loopwatch counts them (Claude "
+            "Code, gemini-cli, Codex: their OTLP log events or spans sent to loopwatch serve), "
+            "beside the loops each agent reported itself by type (gemini-cli's loop_detected). "
+            "A second opinion: an agent guard that fires where loopwatch sees no loop is "
+            "eager; loops with no detection beside them are what the agent's guard missed.",
+            "short",
+            [
+                Query(
+                    f"sum by (agent) (rate({LOOPS.name}{{{CODING}}}[{RATE}]))",
+                    legend="{{agent}} loopwatch",
+                ),
+                Query(
+                    f"sum by (source, type) (rate({AGENT_LOOP_DETECTIONS.name}{{{SERVICE}}}"
+                    f"[{RATE}]))",
+                    legend="{{source}} own: {{type}}",
+                ),
+            ],
+        ),
+        12,
+        8,
+    )
+    layout.add(
+        data_table(
+            "Coding agents in range: turns, loops, own detections",
+            "Per service (claude-code, gemini-cli, codex_exec): turns finished, turns with a "
+            "loop as loopwatch counts them, and loops the agent reported itself, in the "
+            "selected range. See docs/coding-agents.md for each agent's settings.",
+            "short",
+            [
+                Query(
+                    f"sum by (service) ({in_range(f'{TURNS.name}{{{CODING}}}')})",
+                    legend="turns",
+                    instant=True,
+                    table=True,
+                ),
+                Query(
+                    f"sum by (service) ({in_range(f'{LOOPS.name}{{{CODING}}}')})",
+                    legend="loops (loopwatch)",
+                    instant=True,
+                    table=True,
+                ),
+                Query(
+                    f"sum by (service) ({in_range(f'{AGENT_LOOP_DETECTIONS.name}{{{SERVICE}}}')})",
+                    legend="loops (agent's own)",
+                    instant=True,
+                    table=True,
+                ),
+            ],
+        ),
+        12,
+        8,
+    )
+
+
 def dashboard_builder() -> dash_b.Dashboard:
     board = (
         dash_b.Dashboard(DASHBOARD_TITLE)
@@ -592,5 +659,6 @@ def dashboard_builder() -> dash_b.Dashboard:
     _by_tool(layout)
     _streaks(layout)
     _changes(layout)
+    _coding_agents(layout)
     health(layout)
     return board

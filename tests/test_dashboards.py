@@ -239,8 +239,14 @@ def test_rows_and_their_panels() -> None:
         "Loops that never error",
         "Tools that keep failing",
         "Changes",
+        "Coding agents",
         "Pipeline health",
     ]
+    coding = {p["title"]: p for p in r["Coding agents"]}
+    beside = coding["Coding agents' loops: loopwatch's and their own guards'"]["targets"]
+    assert "loopwatch_loops_total" in beside[0]["expr"]
+    assert 'agent=~"claude-code|gemini-cli|codex"' in beside[0]["expr"]
+    assert "sum by (source, type) (rate(loopwatch_agent_loop_detections_total" in beside[1]["expr"]
     overview = " ".join(p["targets"][0]["expr"] for p in r["Overview"])
     for needle in (
         "loopwatch_turns_total",
@@ -301,12 +307,12 @@ def test_every_query_parses_with_promtool(tmp_path: Path) -> None:
         {"record": f"dashboard_check:query_{i}", "expr": expand(t.expr)}
         for i, t in enumerate(targets(model()))
     ]
-    assert len(rules) == 48
+    assert len(rules) == 53
     path = tmp_path / "dashboard-queries.yaml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
     done = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 48 rules found" in done.stdout
+    assert "SUCCESS: 53 rules found" in done.stdout
 
 
 def test_a_broken_query_fails_promtool(tmp_path: Path) -> None:

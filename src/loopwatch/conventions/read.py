@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any, Final
 
 from loopwatch.conventions import (
+    coding_agent_spans,
     genai,
     logfire,
     mcp,
@@ -71,6 +72,7 @@ EMITTERS: Final = (
     openllmetry.EMITTER,
     logfire.EMITTER,
     vercel_ai.EMITTER,
+    coding_agent_spans.EMITTER,
 )
 
 # Every attribute a marker tests, and the span-name prefixes and attributes the emitters'
@@ -342,7 +344,7 @@ def is_turn_span(name: str, attributes: Mapping[str, Any]) -> bool:
 def read_span(span: SpanView, config: Config) -> Record:
     """Classify a span and read what loopwatch needs from it."""
     kind, reading = _choose(span.name, span.attributes)
-    if reading is None:
+    if reading is None or coding_agent_spans.read_from_events(span.attributes):
         return Link(span.span_id, span.parent_id, span.start_ns, span.end_ns)
     attrs = span.attributes
     if kind == TOOL:

@@ -13,6 +13,9 @@ from loopwatch.core.keys import AttemptKey, unknown_identity
 from loopwatch.core.outcomes import OK
 from loopwatch.core.records import ToolCall
 
+# The tool name of a span that executes its parent tool span's call without naming the tool
+# (Claude Code's, named so where it stands alone): a layer of the parent's call, whatever its tool.
+INNER_LAYER = "claude_code.tool.execution"
 _UNKNOWN = "unknown"  # ToolCall.result when the result was not readable
 _GENERIC_ERROR = "tool_error"
 
@@ -26,7 +29,7 @@ def merge_layers(calls: list[ToolCall]) -> list[ToolCall]:
     # the common case, no call directly under a call of its own tool: nothing to fold
     for c in calls:
         parent = by_id.get(c.parent_id) if c.parent_id is not None else None
-        if parent is not None and parent.tool == c.tool and parent.span_id != c.span_id:
+        if parent is not None and _same_call(parent, c):
             break
     else:
         return calls
@@ -46,7 +49,7 @@ def merge_layers(calls: list[ToolCall]) -> list[ToolCall]:
                 break
             seen.add(node.span_id)
             parent = by_id.get(node.parent_id) if node.parent_id is not None else None
-            if parent is None or parent.tool != node.tool or parent.span_id in seen:
+            if parent is None or not _same_call(parent, node) or parent.span_id in seen:
                 top, depth = node, 0
                 tops[node.span_id] = (node, 0)
                 break
@@ -64,6 +67,13 @@ def merge_layers(calls: list[ToolCall]) -> list[ToolCall]:
         ordered = [c for _, c in sorted(group, key=lambda item: item[0])]
         out.append(ordered[0] if len(ordered) == 1 else merge(ordered))
     return out
+
+
+def _same_call(parent: ToolCall, child: ToolCall) -> bool:
+    """Whether ``child``, directly under ``parent``, records the same call."""
+    return parent.span_id != child.span_id and (
+        parent.tool == child.tool or child.tool == INNER_LAYER
+    )
 
 
 def merge(layers: list[ToolCall]) -> ToolCall:

@@ -65,6 +65,24 @@ def queue_health(sink: object) -> QueueHealth | None:
     return None
 
 
+class AgentEvents(Protocol):
+    """What the log-events entry point reports besides the Sink: the records read, by kind,
+    and the agents' own loop detections (a sink without these methods is not told)."""
+
+    def log_records(self, kind: str, count: int = 1) -> None: ...
+
+    def agent_detection(self, service: str, source: str, kind: str) -> None: ...
+
+
+def agent_events(sink: object) -> AgentEvents | None:
+    """``sink`` where it has AgentEvents' methods (LoopwatchMetrics has), else None."""
+    if callable(getattr(sink, "log_records", None)) and callable(
+        getattr(sink, "agent_detection", None)
+    ):
+        return cast(AgentEvents, sink)
+    return None
+
+
 class QueueGauges:
     """The QueueHealth gauges of a sink that has them (none otherwise), each set when its value
     changes only: the worker that owns the queue calls these as often as it looks."""

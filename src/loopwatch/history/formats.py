@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from loopwatch.core.log_view import LogView
 from loopwatch.core.span_view import SpanView
 from loopwatch.core.words import counted
 from loopwatch.history.compressed import (
@@ -41,6 +42,7 @@ from loopwatch.history.compressed import (
 )
 from loopwatch.service.otlp import RequestError, parse_protobuf, span_views
 from loopwatch.service.otlp_json import JsonDecoded, decode
+from loopwatch.service.otlp_logs import is_logs_document, log_views, logs_request
 
 AUTO = "auto"
 OTLP_JSON = "otlp-json"
@@ -77,6 +79,7 @@ class ReadStats:
     files_read: int = 0  # files from which at least one span came
     units: int = 0  # lines, messages or documents read
     spans: int = 0
+    log_records: int = 0  # the coding agents' events (OTLP logs), read beside the spans
     rejected_spans: int = 0  # invalid trace or span ids
     skipped: int = 0  # lines, messages or files skipped
     bytes_read: int = 0
@@ -458,6 +461,8 @@ class Reader:
     forced: str = AUTO
     stats: ReadStats = field(default_factory=ReadStats)
     on_file: Callable[[int, str], None] | None = None  # (index, name) as each file starts
+    # where a line of OTLP logs goes (its records, in the order of the file); None: not read
+    on_logs: Callable[[list[LogView]], None] | None = None
 
     def batches(self) -> Iterator[Batch]:
         names = expand(self.paths, self.stats)
@@ -465,7 +470,7 @@ class Reader:
         for index, name in enumerate(names):
             if self.on_file is not None:
                 self.on_file(index, name)
-            before = self.stats.spans
+            before = self.stats.spans + self.stats.log_records
             try:
                 with _open(name, self.stats) as stream:
                     yield from self._file(name, stream)
@@ -473,7 +478,7 @@ class Reader:
                 self.stats.problem(_label(name), f"cannot read: {e.strerror or e}")
             except corrupt_errors() as e:
                 self.stats.problem(_label(name), f"compressed data is truncated or corrupt ({e})")
-            if self.stats.spans > before:
+            if self.stats.spans + self.stats.log_records > before:
                 self.stats.files_read += 1
 
     def _file(self, name: str, stream: Any) -> Iterator[Batch]:
@@ -670,6 +675,23 @@ class Reader:
         if line_no == 0:
             self.stats.problem(label, "empty file")
 
+    def _logs(self, document: Any, where: str) -> None:
+        """One OTLP logs request (the coding agents' events): its records to ``on_logs``."""
+        if self.on_logs is None:
+            self.stats.problem(where, "OTLP logs: not read here")
+            return
+        try:
+            views = log_views(logs_request(document))
+        except RequestError as e:
+            self.stats.problem(where, str(e))
+            return
+        except RecursionError:
+            self.stats.problem(where, "nested too deeply")
+            return
+        self.stats.units += 1
+        self.stats.log_records += len(views)
+        self.on_logs(views)
+
     def _lines(self, label: str, lines: list[bytes], before: int) -> Iterator[Batch]:
         for n, line in enumerate(lines, before + 1):
             text = line.strip()
@@ -715,6 +737,9 @@ class Reader:
         self, document: Any, where: str, failed: RequestError | None = None
     ) -> Iterator[Batch]:
         forced = self.forced
+        if forced in (AUTO, OTLP_JSON) and is_logs_document(document):
+            self._logs(document, where)
+            return
         if forced != TEMPO and is_api_v3(document):  # Jaeger 2: OTLP JSON inside
             try:
                 document = api_v3_traces(document)

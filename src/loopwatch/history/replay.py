@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 from loopwatch.core.config import Config, ConfigError, load_config
+from loopwatch.core.log_view import LogView
 from loopwatch.core.sink import Sink
 from loopwatch.core.summary import TurnSummary
 from loopwatch.core.words import counted, plural
@@ -80,6 +81,22 @@ class Replay:
         pipeline.advance()
         self.traces += len(traces)
 
+    def feed_logs(self, logs: list[LogView]) -> None:
+        """One request of stored log records (the coding agents' events), in the order of the
+        file, at the clock of its latest record: a turn ends as in ``serve``, at the session's
+        next prompt or after the idle timeout (in record time)."""
+        from loopwatch.service.pipeline import LogBatch
+
+        latest = max((v.time_ns for v in logs), default=0) / 1e9
+        self.now = max(self.now, latest)
+        self.pipeline.process(LogBatch(logs))
+        self.pipeline.advance()
+
+    def logs_done(self) -> None:
+        """Every stored log record is in: the log turns still open end as idle ones."""
+        self.now += self._idle + 1.0
+        self.pipeline.advance()
+
     def settled(self) -> float:
         """Span time up to which every turn has reached the sink. A trace is finalized as it
         is fed, and every span of the traces still to come ends at the clock or later (the
@@ -136,13 +153,15 @@ def run_replay(
     replay = Replay(config, ReportSink(report, forward), loop_spans)
     stats = ReadStats()
     shown = Progress(progress, stats)
-    reader = Reader(paths, forced, stats, on_file=shown.on_file)
+    reader = Reader(paths, forced, stats, on_file=shown.on_file, on_logs=replay.feed_logs)
     started, cpu = time.monotonic(), time.process_time()
     try:
         with Grouping(limits) as grouping:
             for batch in reader.batches():
                 grouping.add(batch)
                 shown.tick()
+            if stats.log_records:
+                replay.logs_done()
             fed = 0
             for chunk in chunks(grouping.traces(on_bucket=shown.sorting), config):
                 replay.feed(chunk)
@@ -245,7 +264,14 @@ def input_lines(outcome: Outcome, name: str = "") -> list[str]:
             "counted as cut short (turns evicted: shutdown)"
         )
     idle = report.evicted.get("idle", 0)
-    if idle:
+    if idle and stats.log_records:
+        # a coding agent's prompt has no end mark: its last turn of a session ends idle
+        lines.append(
+            f"{prefix}{counted(idle, 'turn')} of log events or model calls "
+            f"{plural(idle, 'was', 'were')} finalized after the idle timeout of record time "
+            "(a session's last prompt has no end mark)"
+        )
+    elif idle:
         lines.append(
             f"{prefix}{counted(idle, 'hand-rolled turn')} {plural(idle, 'was', 'were')} "
             "finalized after the idle timeout of span time (the model's answer never came)"
@@ -261,10 +287,13 @@ def input_lines(outcome: Outcome, name: str = "") -> list[str]:
 def read_summary(outcome: Outcome) -> str:
     stats = outcome.stats
     rate = stats.spans / outcome.cpu_seconds if outcome.cpu_seconds > 0 else 0.0
+    logs = (
+        f"{counted(stats.log_records, 'log record', grouped=True)}, " if stats.log_records else ""
+    )
     return (
         f"{stats.files_read} of {counted(stats.files, 'file')}, "
         f"{counted(stats.units, 'request', grouped=True)}, "
-        f"{counted(stats.spans, 'span', grouped=True)} ({stats.skipped} skipped), "
+        f"{counted(stats.spans, 'span', grouped=True)} ({stats.skipped} skipped), {logs}"
         f"{counted(outcome.report.turns, 'turn', grouped=True)}; "
         f"{outcome.seconds:.1f} s, {rate:,.0f} spans per CPU-second"
     )
@@ -341,8 +370,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"loopwatch replay: loop spans to {export.endpoint}: {lost.line()}", file=sys.stderr)
     for line in input_lines(outcome):
         print(f"loopwatch replay: {line}", file=sys.stderr)
-    if not outcome.stats.spans:
-        print("loopwatch replay: no spans could be read", file=sys.stderr)
+    if not outcome.stats.spans and not outcome.stats.log_records:
+        print("loopwatch replay: no spans could be read (nor log records)", file=sys.stderr)
         return EXIT_UNREADABLE
     try:
         _write_report(args, outcome, writer)
@@ -380,6 +409,7 @@ def _write_report(args: argparse.Namespace, outcome: Outcome, writer: Any) -> No
             "files_read": outcome.stats.files_read,
             "requests": outcome.stats.units,
             "spans": outcome.stats.spans,
+            "log_records": outcome.stats.log_records,
             "rejected_spans": outcome.stats.rejected_spans,
             "skipped": outcome.stats.skipped,
             "problems": [str(p) for p in outcome.stats.problems],

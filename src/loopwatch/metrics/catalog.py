@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from loopwatch.core.assembler import DROP_REASONS, EVICT_REASONS
 from loopwatch.core.config import Config
+from loopwatch.core.log_view import AGENT_SOURCES, DETECTION_TYPES
 from loopwatch.core.outcomes import ERROR_CLASSES, OK
 from loopwatch.core.records import GUARD_DECISIONS, MALFORMED_REASONS, SPAN_KINDS
 from loopwatch.core.summary import DUPLICATE, FAILING, NO_ROWS, REPEAT, SAME_RESULT
@@ -324,6 +325,26 @@ CALLS_KEYED_BY_INFERENCE = Metric(
     section=PER_TURN,
     note="No agent or model label; see Configuration.",
 )
+AGENT_LOOP_DETECTIONS = Metric(
+    "loopwatch_agent_loop_detections_total",
+    "counter",
+    "Loops a coding agent reported itself (its own guard), by source agent and type: a second "
+    "opinion beside loopwatch_loops_total.",
+    ("service", "source", "type"),
+    values={"source": AGENT_SOURCES, "type": DETECTION_TYPES},
+    section=PER_TURN,
+    note="Read from OTLP log events: gemini-cli's loop_detected (loop_type). No agent or model "
+    "label: the events name no turn.",
+)
+LOG_RECORDS = Metric(
+    "loopwatch_log_records_total",
+    "counter",
+    "OTLP log records read, by what they gave (tool: a call, llm: a model call, other: "
+    "nothing counted, such as a decision or a detection).",
+    ("kind",),
+    values={"kind": SPAN_KINDS},
+    note="The coding agents' events; see docs/coding-agents.md.",
+)
 # The families registered before SERIES_OVERFLOW, which presets a series for each budgeted one.
 _COUNTED = (
     TURN_MAX_ATTEMPTS,
@@ -352,6 +373,8 @@ _COUNTED = (
     CALLS_WITHOUT_ARGUMENTS,
     CALLS_KEYED_BY_INFERENCE,
     MESSAGES_MALFORMED,
+    AGENT_LOOP_DETECTIONS,
+    LOG_RECORDS,
 )
 SERIES_OVERFLOW = Metric(
     "loopwatch_series_overflow_total",

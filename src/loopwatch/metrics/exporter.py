@@ -12,6 +12,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Info
 
 from loopwatch.core.config import Config
 from loopwatch.core.identity import short_hash
+from loopwatch.core.log_view import DETECTION_TYPES
 from loopwatch.core.span_view import trace_hex
 from loopwatch.core.summary import NO_ROWS, ToolSummary, TurnSummary
 from loopwatch.metrics import catalog
@@ -109,6 +110,8 @@ class LoopwatchMetrics:
         self.model_first_seen = f[catalog.MODEL_FIRST_SEEN.name]
         self.tool_version_first_seen = f[catalog.TOOL_VERSION_FIRST_SEEN.name]
         self.spans = f[catalog.SPANS.name]
+        self.agent_detections = f[catalog.AGENT_LOOP_DETECTIONS.name]
+        self.log_records_read = f[catalog.LOG_RECORDS.name]
         self.spans_dropped = f[catalog.SPANS_DROPPED.name]
         self.queue_gauge = f[catalog.QUEUE_SPANS.name]
         self.all_starts_gauge = f[catalog.ALL_STARTS_QUEUED.name]
@@ -216,6 +219,18 @@ class LoopwatchMetrics:
     def span(self, kind: str, count: int = 1) -> None:
         with self._lock:
             self.spans.inc((kind,), count)
+
+    def log_records(self, kind: str, count: int = 1) -> None:
+        with self._lock:
+            self.log_records_read.inc((kind,), count)
+
+    def agent_detection(self, service: str, source: str, kind: str) -> None:
+        """One loop an agent reported itself; a type outside the known ones counts as other."""
+        if kind not in DETECTION_TYPES:
+            kind = catalog.OTHER
+        with self._lock:
+            labels = (self._bound.bounded("service", service), source, kind)
+            self.agent_detections.inc(labels)
 
     def dropped(self, reason: str) -> None:
         with self._lock:

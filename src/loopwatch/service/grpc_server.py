@@ -1,4 +1,5 @@
-"""OTLP/gRPC receiver: ``opentelemetry.proto.collector.trace.v1.TraceService/Export``."""
+"""OTLP/gRPC receiver: ``opentelemetry.proto.collector.trace.v1.TraceService/Export`` and
+``opentelemetry.proto.collector.logs.v1.LogsService/Export``."""
 
 from __future__ import annotations
 
@@ -6,15 +7,18 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from loopwatch.core.config import Config
 from loopwatch.service.addresses import BindError, join_address, probe, split_address
 from loopwatch.service.otlp import RequestError, parse_protobuf
+from loopwatch.service.otlp_logs import parse_logs_protobuf
 from loopwatch.service.pipeline import Pipeline
-from loopwatch.service.receive import Overloaded, accept
+from loopwatch.service.receive import Overloaded, accept, accept_logs
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 _WORKERS = 4
 # RPCs in progress or waiting for a worker, each holding its message (<= max_request_bytes);
 # past it grpc answers RESOURCE_EXHAUSTED, which OTLP exporters retry with backoff.
@@ -39,6 +43,19 @@ def _export(pipeline: Pipeline) -> Any:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         except Overloaded as e:
             # UNAVAILABLE is the retryable code of the OTLP spec: the exporter sends again
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+
+    return export
+
+
+def _export_logs(pipeline: Pipeline) -> Any:
+    # as _export: raw bytes, parsed here so a bad body is INVALID_ARGUMENT
+    def export(body: bytes, context: grpc.ServicerContext) -> Any:
+        try:
+            return accept_logs(pipeline, parse_logs_protobuf(body))
+        except RequestError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        except Overloaded as e:
             context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
 
     return export
@@ -78,8 +95,16 @@ def start_grpc(address: str, pipeline: Pipeline, config: Config) -> tuple[Any, s
         request_deserializer=None,
         response_serializer=ExportTraceServiceResponse.SerializeToString,
     )
+    logs = grpc.unary_unary_rpc_method_handler(
+        _export_logs(pipeline),
+        request_deserializer=None,
+        response_serializer=ExportLogsServiceResponse.SerializeToString,
+    )
     server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),)
+        (
+            grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),
+            grpc.method_handlers_generic_handler(LOGS_SERVICE, {"Export": logs}),
+        )
     )
     try:
         bound = server.add_insecure_port(join_address(host, port))

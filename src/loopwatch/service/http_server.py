@@ -1,5 +1,5 @@
-"""OTLP/HTTP receiver: ``POST /v1/traces``, binary protobuf or JSON, gzip or deflate, with a
-Content-Length or chunked."""
+"""OTLP/HTTP receiver: ``POST /v1/traces`` and ``POST /v1/logs``, binary protobuf or JSON, gzip
+or deflate, with a Content-Length or chunked."""
 
 from __future__ import annotations
 
@@ -16,17 +16,32 @@ from tornado import httputil
 from loopwatch.service.http_base import TEXT, Endpoint, Front, Limits, Request
 from loopwatch.service.otlp import RequestError, parse_protobuf
 from loopwatch.service.otlp_json import decode as decode_json
+from loopwatch.service.otlp_logs import parse_logs_json, parse_logs_protobuf
 from loopwatch.service.pipeline import Pipeline
-from loopwatch.service.receive import OVERLOADED_MESSAGE, Overloaded, accept, accept_views
+from loopwatch.service.receive import (
+    OVERLOADED_MESSAGE,
+    Overloaded,
+    accept,
+    accept_logs,
+    accept_views,
+)
 
 log = logging.getLogger("loopwatch.service")
 
 PATH = "/v1/traces"
+LOGS_PATH = "/v1/logs"
+_PATHS = (PATH, LOGS_PATH)
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": 32 + zlib.MAX_WBITS}  # deflate: zlib or raw hdr
 _IDENTITY = ("", "identity")
-_USAGE = b"POST OTLP traces to /v1/traces\n"
+_USAGE = b"POST OTLP traces to /v1/traces and OTLP logs to /v1/logs\n"
+# what an exporter sending metrics here logs: loopwatch reads traces and logs only
+_NO_METRICS = (
+    "loopwatch does not take OTLP metrics: send traces to /v1/traces and logs to /v1/logs "
+    "(turn the metrics exporter off, or point it at your metrics backend)"
+)
+METRICS_PATH = "/v1/metrics"
 # A body over max_request_bytes is read on (and dropped) up to this much more, so the client
 # gets its 413 instead of a reset while it is still sending; a longer one gets tornado's 400.
 DRAIN_BYTES = 64 * 1024 * 1024
@@ -103,10 +118,29 @@ def _accept_json(pipeline: Pipeline, raw: bytes) -> Any:
     return accept_views(pipeline, read.spans, read.rejected)
 
 
-def decode(pipeline: Pipeline, content_type: str, encoding: str, body: bytes, limit: int) -> Answer:
-    """Decode one request body and queue its spans; the answer to send (never raises)."""
+def _logs(pipeline: Pipeline, content_type: str, raw: bytes) -> Answer:
+    if not pipeline.has_room(1):  # a full queue refuses before the decoding
+        raise Overloaded(OVERLOADED_MESSAGE)
+    if content_type == JSON:
+        request = parse_logs_json(raw) if raw else parse_logs_protobuf(b"")
+        return Answer(200, _encode(accept_logs(pipeline, request), JSON), JSON)
+    return Answer(200, _encode(accept_logs(pipeline, parse_logs_protobuf(raw)), PROTOBUF), PROTOBUF)
+
+
+def decode(
+    pipeline: Pipeline,
+    content_type: str,
+    encoding: str,
+    body: bytes,
+    limit: int,
+    path: str = PATH,
+) -> Answer:
+    """Decode one request body and queue its spans (or log records: ``path``); the answer to
+    send (never raises)."""
     try:
         raw = decompress(body, encoding, limit)
+        if path == LOGS_PATH:
+            return _logs(pipeline, content_type, raw)
         if content_type == JSON:
             return Answer(200, _encode(_accept_json(pipeline, raw), JSON), JSON)
         return Answer(200, _encode(accept(pipeline, parse_protobuf(raw)), PROTOBUF), PROTOBUF)
@@ -154,7 +188,9 @@ class _Export(Request):
         headers = self.headers
         self.content_type = headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
         self.encoding = headers.get("Content-Encoding", "").strip().lower()
-        if self.path != PATH:
+        if self.path == METRICS_PATH:
+            self.refused = refusal(404, code_pb2.UNIMPLEMENTED, _NO_METRICS, self.content_type)
+        elif self.path not in _PATHS:
             self.refused = Answer(404, _USAGE)
         elif self.method != "POST":
             self.refused = Answer(405, _USAGE, headers={"Allow": "POST"})
@@ -197,7 +233,9 @@ class _Export(Request):
         front = self.front
         try:
             answer = await front.workers.run(
-                lambda: decode(front.pipeline, self.content_type, self.encoding, body, front.limit)
+                lambda: decode(
+                    front.pipeline, self.content_type, self.encoding, body, front.limit, self.path
+                )
             )
         except RuntimeError:  # the workers are closed: the service is stopping
             message = "loopwatch is stopping; retry later"

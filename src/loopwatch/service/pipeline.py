@@ -11,12 +11,14 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from functools import partial
 
+from loopwatch.conventions.coding_agents.read import read_log
 from loopwatch.conventions.read import is_turn_span, read_span
 from loopwatch.core.assembler import DROP_ERROR, EVICT_SHUTDOWN, TurnAssembler
 from loopwatch.core.config import Config
 from loopwatch.core.internal_errors import log_internal_error
-from loopwatch.core.records import Record, ToolCall, TurnMark, kind_of
-from loopwatch.core.sink import QueueGauges, Sink
+from loopwatch.core.log_view import LogView
+from loopwatch.core.records import KIND_OTHER, KIND_TOOL, Record, ToolCall, TurnMark, kind_of
+from loopwatch.core.sink import QueueGauges, Sink, agent_events
 from loopwatch.core.span_view import SpanView
 from loopwatch.core.summary import TurnSummary
 from loopwatch.service.otlp import REMOTE_PARENT
@@ -27,6 +29,20 @@ log = logging.getLogger("loopwatch.service")
 _GRACE_CHECK_SECONDS = 0.05
 _SWEEP_SECONDS = 1.0
 _MAY_WATCH = (TurnMark, ToolCall)
+
+
+class LogBatch:
+    """One request's log records, queued beside span batches (the worker reads them with the
+    coding agents' readers, not as spans). A class of its own, not a list's subclass: compiled,
+    a native class cannot extend a builtin."""
+
+    __slots__ = ("logs",)
+
+    def __init__(self, logs: list[LogView]) -> None:
+        self.logs = logs
+
+    def __len__(self) -> int:
+        return len(self.logs)
 
 
 class Pipeline:
@@ -50,7 +66,7 @@ class Pipeline:
         self._assembler = TurnAssembler(config, sink, clock)
         self._assembler.loop_spans = loop_spans
         self._gauges = QueueGauges(sink)  # where the sink has them (a replay's has not)
-        self._batches: deque[Sequence[SpanView]] = deque()
+        self._batches: deque[Sequence[SpanView] | LogBatch] = deque()
         self._queued = 0  # spans in _batches
         self._busy = False  # the worker holds a batch it has not finished
         self._cond = threading.Condition()
@@ -61,6 +77,13 @@ class Pipeline:
         # starts then, as the in-process processor finalizes at its local root.
         self._with_turn: OrderedDict[int, None] = OrderedDict()
         self._process_roots: OrderedDict[int, float] = OrderedDict()
+        # (service, session) -> the turn its events last came for: a session's next prompt ends
+        # its previous turn (finalized a grace later), as the idle timeout ends its last one
+        self._sessions: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._events = agent_events(sink)
+        # services that sent tool spans: an agent sending spans and events (Claude Code's span
+        # beta) has its turns read from the spans, once; its events still give detections
+        self._span_services: OrderedDict[str, None] = OrderedDict()
         # traces open at shutdown: (finalized as usual, finalized without their root)
         self.finished_at_stop = (0, 0)
         self._worker = threading.Thread(target=self._run, name="loopwatch-pipeline", daemon=True)
@@ -75,7 +98,7 @@ class Pipeline:
                 not self._queued or self._queued + count <= self.config.queue_spans
             )
 
-    def submit(self, spans: Sequence[SpanView]) -> bool:
+    def submit(self, spans: Sequence[SpanView] | LogBatch) -> bool:
         """Queue one request's spans; False when the queue is full (the caller answers with a
         retryable error, so the exporter sends them again) or the pipeline is stopping."""
         count = len(spans)
@@ -121,9 +144,9 @@ class Pipeline:
         return not self._worker.is_alive()
 
     # -- driven by the caller, without the worker (worker=False) ------------------------------
-    def process(self, spans: Sequence[SpanView]) -> None:
+    def process(self, spans: Sequence[SpanView] | LogBatch) -> None:
         """What the worker does with one request's spans, on the caller's thread."""
-        self._add(spans)
+        self._take(spans)
 
     def advance(self) -> None:
         """The worker's periodic steps at the clock's time now: traces past their grace, then
@@ -159,6 +182,69 @@ class Pipeline:
             with contextlib.suppress(Exception):
                 self.sink.dropped(DROP_ERROR)
 
+    def _take(self, batch: Sequence[SpanView] | LogBatch) -> None:
+        # one type test per request: the spans' path is the same as before
+        if isinstance(batch, LogBatch):
+            self._add_logs(batch)
+        else:
+            self._add(batch)
+
+    def _add_logs(self, logs: LogBatch) -> None:
+        """One request's log records: each read by its agent's reader, its record added to
+        the turn it names, its agent's own loop detection counted."""
+        config = self.config
+        assembler = self._assembler
+        counts: dict[str, int] = {}
+        for log_view in logs.logs:
+            try:
+                read = read_log(log_view, config)
+                if read is None:
+                    counts[KIND_OTHER] = counts.get(KIND_OTHER, 0) + 1
+                    continue
+                if read.detection is not None and self._events is not None:
+                    self._events.agent_detection(log_view.service, *read.detection)
+                if read.record is None or log_view.service in self._span_services:
+                    counts[KIND_OTHER] = counts.get(KIND_OTHER, 0) + 1
+                    continue
+                self._next_prompt(log_view.service, read.session, read.turn)
+                assembler.add(read.turn, log_view.service, read.record, root_finalizes=False)
+                kind = kind_of(read.record)
+                counts[kind] = counts.get(kind, 0) + 1
+            except Exception:
+                log.debug("log record not read", exc_info=True)
+                with contextlib.suppress(Exception):
+                    self.sink.dropped(DROP_ERROR)
+        self._safe(self._assembler.publish)
+        self._safe(lambda: self._count_logs(counts))
+        self._safe(self._report_open)
+
+    def _count_logs(self, counts: dict[str, int]) -> None:
+        if self._events is not None:
+            for kind, count in counts.items():
+                self._events.log_records(kind, count)
+
+    def _spans_from(self, service: str) -> None:
+        self._span_services[service] = None
+        if len(self._span_services) > self.config.max_open_turns:
+            self._span_services.popitem(last=False)
+
+    def _next_prompt(self, service: str, session: str, turn: int) -> None:
+        """A session's records for a new turn: its previous turn is done (a grace from now)."""
+        if not session:
+            return
+        key = (service, session)
+        previous = self._sessions.get(key)
+        if previous == turn:
+            return
+        self._sessions[key] = turn
+        self._sessions.move_to_end(key)
+        if len(self._sessions) > self.config.max_open_turns:
+            self._sessions.popitem(last=False)  # the idle timeout still ends its turn
+        if previous is not None and previous not in self._process_roots:
+            self._process_roots[previous] = self.clock()
+            if len(self._process_roots) > self.config.max_open_turns:
+                self._process_roots.popitem(last=False)
+
     def _add(self, spans: Sequence[SpanView]) -> None:
         # in stages, as the in-process worker does (loopwatch.attach.processor): read every span of
         # the request, then hand the records to the assembler, then publish the turns
@@ -183,6 +269,8 @@ class Pipeline:
                 assembler.add(span.trace_id, span.service, record, root_finalizes=False)
                 kind = kind_of(record)
                 counts[kind] = counts.get(kind, 0) + 1
+                if kind == KIND_TOOL and span.service not in self._span_services:
+                    self._spans_from(span.service)
                 # only an agent or tool span, or one with a remote parent, can start the grace
                 if span.parent_id is not None and (span.extra or type(record) in _MAY_WATCH):
                     self._watch_process_root(span, record)
@@ -265,7 +353,7 @@ class Pipeline:
             if stop:
                 break
             if batch is not None:
-                self._add(batch)
+                self._take(batch)
             now = self.clock()
             if now >= next_grace:
                 self._safe(self._finalize_due)

@@ -1,15 +1,21 @@
-"""What both receivers do with a parsed request: queue its spans, report rejected ones."""
+"""What both receivers do with a parsed request: queue its spans (or log records), report
+rejected ones."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from loopwatch.core.assembler import DROP_INVALID_ID
 from loopwatch.core.span_view import SpanView
 from loopwatch.service.otlp import span_views
-from loopwatch.service.pipeline import Pipeline
+from loopwatch.service.otlp_logs import count_records, log_views
+from loopwatch.service.pipeline import LogBatch, Pipeline
 
 REJECTED_MESSAGE = "spans rejected: trace_id must be 16 bytes and span_id 8 bytes, not all zero"
 OVERLOADED_MESSAGE = "loopwatch is overloaded (span queue full); retry later"
@@ -45,3 +51,13 @@ def accept_views(pipeline: Pipeline, spans: list[SpanView], rejected: int) -> An
         for _ in range(rejected):
             pipeline.sink.dropped(DROP_INVALID_ID)
     return response
+
+
+def accept_logs(pipeline: Pipeline, request: ExportLogsServiceRequest) -> Any:
+    """Queue the request's log records; the ``ExportLogsServiceResponse`` to send back. Raises
+    Overloaded when the queue is full (a log record takes a span's place in it)."""
+    if not pipeline.has_room(count_records(request)):
+        raise Overloaded(OVERLOADED_MESSAGE)
+    if not pipeline.submit(LogBatch(log_views(request))):
+        raise Overloaded(OVERLOADED_MESSAGE)
+    return ExportLogsServiceResponse()
