@@ -67,6 +67,13 @@ LEGITIMATELY_EMPTY = {
     # the stack's scenarios are the seed incidents; these kinds are exact in tests/test_progress.py
     "'Turns with a same-result loop (per minute)' A": "no same-result loop in the scenarios",
     "'Turns with a failing loop (per minute)' A": "no failing loop in the scenarios",
+    # the coding agents' telemetry is OTLP logs, which only `loopwatch serve` takes
+    # (tests/test_coding_agents.py reads it through serve); this stack's loopwatch is in process
+    "\"Coding agents' loops: loopwatch's and their own guards'\" A": "no coding agent here",
+    "\"Coding agents' loops: loopwatch's and their own guards'\" B": "no coding agent here",
+    "'Coding agents in range: turns, loops, own detections' A": "no coding agent here",
+    "'Coding agents in range: turns, loops, own detections' B": "no coding agent here",
+    "'Coding agents in range: turns, loops, own detections' C": "no coding agent here",
 }
 # A fresh install: the history-relative alerts (new loop pattern, new model, regressions) wait
 # for history; the severe-loop, duplicate and no-rows alerts work from the first minute.
