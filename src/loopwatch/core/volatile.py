@@ -49,6 +49,8 @@ _ID_KEY: Final = re.compile(
 MAX_KEY_CHARS: Final = 64
 # Rows of a list read for volatile keys; later ones are compared whole (bounded work).
 MAX_ROWS: Final = 1000
+# Keys of a row past which its key set is not remembered (judged each time instead).
+_ROW_KEYS: Final = 64
 # Nesting of mappings read for volatile keys; deeper ones are kept whole (bounded work).
 _KEY_DEPTH: Final = 8
 # Key names already judged, bounded: results repeat the same few keys.
@@ -84,6 +86,7 @@ COUNTER_WORDS: Final = frozenset(
 )  # fmt: skip
 # any word_ and this many letters and digits or more (a generated id: ch_3MtwBwLkdIwHu7ix)
 _GENERATED_TAIL: Final = 8
+_GENERATED_GATE: Final = re.compile(r"_[0-9A-Za-z]{8}")
 # epoch seconds and milliseconds from 2014 to 2033 (a ten-digit byte count is no clock)
 _EPOCHS: Final = re.compile(r"1(?<![\w.]1)[4-9]\d{8}(?:\d{3})?(?:\.\d+)?(?![\w.])")
 _EPOCHS_20: Final = re.compile(r"2(?<![\w.]2)0\d{8}(?:\d{3})?(?:\.\d+)?(?![\w.])")
@@ -109,6 +112,7 @@ class _Keys:
 
     def __init__(self) -> None:
         self.judged: dict[str, tuple[bool, bool]] = {}
+        self.rows: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     def volatile(self, name: str, in_row: bool) -> bool:
         """Whether ``name``'s value is volatile; ``in_row``: in a list's row, where an id
@@ -125,6 +129,19 @@ class _Keys:
             self.judged[name] = found
         return found[0] and not (in_row and found[1])
 
+    def of_row(self, row: dict[Any, Any]) -> tuple[Any, ...]:
+        """The keys of a row whose values are volatile (ids aside), judged once per key set."""
+        keys = tuple(row)
+        if len(keys) > _ROW_KEYS:
+            return tuple(k for k in keys if type(k) is str and self.volatile(k, True))
+        found = self.rows.get(keys)
+        if found is None:
+            found = tuple(k for k in keys if type(k) is str and self.volatile(k, True))
+            if len(self.rows) >= _KEYS_KEPT:
+                self.rows.clear()
+            self.rows[keys] = found
+        return found
+
 
 _KEYS: Final = _Keys()
 
@@ -138,7 +155,10 @@ def without_volatile_keys(value: Any, depth: int = 0, in_row: bool = False) -> A
     if depth >= _KEY_DEPTH or (kind is not dict and kind is not list):
         return value
     if kind is list:
-        rows = [without_volatile_keys(v, depth + 1, True) for v in value[:MAX_ROWS]]
+        rows = [
+            _row(v) if type(v) is dict else without_volatile_keys(v, depth + 1, True)
+            for v in value[:MAX_ROWS]
+        ]
         if all(r is v for r, v in zip(rows, value, strict=False)):
             return value
         return rows + value[MAX_ROWS:]
@@ -155,9 +175,26 @@ def without_volatile_keys(value: Any, depth: int = 0, in_row: bool = False) -> A
     return out if changed else value
 
 
+def _row(row: dict[Any, Any]) -> dict[Any, Any]:
+    """One row of a list without its volatile values (its own keys: a row's nested objects are
+    compared whole). Rows of one list share their keys: what to replace is judged once for
+    each set of keys."""
+    names = _KEYS.of_row(row)
+    if not names:
+        return row
+    out = dict(row)
+    for name in names:
+        if isinstance(out[name], _SCALARS):
+            out[name] = PLACEHOLDER
+    return out
+
+
 def _without_counters(text: str) -> str:
     """``text`` with each prefixed counter (a COUNTER_WORDS word, ``_`` or ``-``, a tail with a
     digit; or any word, ``_`` and a tail of _GENERATED_TAIL or more) replaced."""
+    low = text.lower()
+    if not any(w in low for w in COUNTER_WORDS) and _GENERATED_GATE.search(text) is None:
+        return text  # no word a counter starts with, and no long _tail
     parts: list[str] = []
     kept = 0
     for tail in _COUNTER_TAIL.finditer(text):
