@@ -54,3 +54,20 @@ def test_parent_cycles_terminate() -> None:
     merged = merge_layers([_call(1, 2), _call(2, 1, "timeout")])
     assert len(merged) == 1
     assert merged[0].error_class == "timeout"
+
+
+def test_a_writes_layers_keep_its_key_ok() -> None:
+    """An MCP call is two layers (the SDK's own span, loopwatch's around it): merged, a write's
+    success keeps the key the monitor and the breaker give it, outcome "ok" whatever it
+    answered, so its layered and single-layer calls are one key."""
+    write = AttemptKey("create_ticket", "c1", "ok")
+    outer = ToolCall(1, None, 1, 4, "create_ticket", write, "ok", "rows", True, "", None)
+    outer.effect = "write"
+    inner = ToolCall(
+        2, 1, 2, 3, "create_ticket", AttemptKey("create_ticket", "?2", "ok"), "ok", "empty",
+        False, "", None,
+    )  # fmt: skip
+    inner.effect = "write"
+    (merged,) = merge_layers([outer, inner])
+    assert merged.key == write and merged.effect == "write"
+    assert merged.error_class == "ok" and merged.arguments_known

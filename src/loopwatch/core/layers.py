@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from loopwatch.core.effects import READ
 from loopwatch.core.keys import AttemptKey, unknown_identity
 from loopwatch.core.outcomes import OK
 from loopwatch.core.records import ToolCall
@@ -92,7 +93,8 @@ def merge(layers: list[ToolCall]) -> ToolCall:
     else:
         read = next((c for c in layers if c.result != _UNKNOWN), None)
         result = _UNKNOWN if read is None else read.result
-        outcome = result if result != _UNKNOWN else OK
+        # a write's success is keyed "ok" whatever it answered (core.keys), in every layer
+        outcome = result if result != _UNKNOWN and source.effect == READ else OK
         if read is not None:
             fingerprint, same_result = read.fingerprint, read.same_result
     if not source.arguments_known:
@@ -109,6 +111,7 @@ def merge(layers: list[ToolCall]) -> ToolCall:
         failed_identity=None,
         fingerprint=fingerprint,
         same_result=same_result,
+        effect=source.effect,
     )
 
 
@@ -129,7 +132,8 @@ def executed_outcome(read: ToolCall, executed: ToolCall) -> ToolCall:
         result, outcome = _UNKNOWN, executed.error_class
         fingerprint, same_result = executed.fingerprint, executed.same_result
     else:
-        result = outcome = executed.result
+        result = executed.result
+        outcome = result if source.effect == READ else OK  # a write's success: "ok"
         fingerprint, same_result = executed.fingerprint, executed.same_result
     arguments_known = executed.arguments_known or read.arguments_known
     if not arguments_known:
