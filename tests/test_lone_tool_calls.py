@@ -129,3 +129,51 @@ def test_serve_counts_lone_calls_after_the_grace(recorded: list[ReadableSpan]) -
         settle(service)  # waits until no turn is open: the grace has passed
         assert _three_turns(service.registry) == COUNTED
         exporter.shutdown()
+
+
+LONE_AGENT = """
+import logging, loopwatch
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+processor = loopwatch.instrument(serve=False, frameworks=False)
+
+@loopwatch.tool(identity=["order_id"])
+def create_ticket(order_id: str, summary: str) -> str:
+    return "T-1"
+
+for summary in ("Refund missing", "Refund still missing", "Where is my refund"):
+    {wrap}create_ticket(order_id="88214", summary=summary)
+processor.shutdown()
+"""
+
+
+@pytest.mark.parametrize("turn", [False, True], ids=["bare", "in-a-turn"])
+def test_bare_tool_calls_say_how_to_group_them_into_turns(turn: bool) -> None:
+    """Tool calls with nothing around them are turns of one call each, where no loop can show:
+    the third says so, once, with what to do; calls in a ``loopwatch.turn`` say nothing."""
+    import subprocess
+    import sys
+
+    from tests.support.helpers import keep_build
+
+    wrap = "\n    with loopwatch.turn(agent='support'):\n        " if turn else ""
+    code = LONE_AGENT.replace("{wrap}", wrap)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=keep_build({"PATH": "/usr/bin:/bin"}),
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "arrive each in a trace" in line]
+    assert lines == (
+        []
+        if turn
+        else [
+            "WARNING tool 'create_ticket' and others arrive each in a trace of their own, with "
+            "no agent span or traced model call around them: each is counted as a turn of one "
+            "call, so calls that repeat one another never show as a loop. Group each agent "
+            "turn's calls with `with loopwatch.turn(agent=...):`, or trace the model calls "
+            "(docs/attach.md)"
+        ]
+    )

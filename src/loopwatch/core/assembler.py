@@ -12,6 +12,7 @@ from typing import Final
 from loopwatch.core.config import Config
 from loopwatch.core.conversations import Conversations, Held, Ready
 from loopwatch.core.internal_errors import log_internal_error
+from loopwatch.core.lone_calls import LONE_CALLS
 from loopwatch.core.loop_log import log_loops
 from loopwatch.core.records import (
     RESULT_WITHOUT_CALL,
@@ -496,6 +497,7 @@ class TurnAssembler:
         summaries = []
         for trace_id, service, group in ready:
             try:
+                LONE_CALLS.note(group.turn, group.calls, group.llms)
                 summaries.append(
                     summarize(
                         trace_id,
