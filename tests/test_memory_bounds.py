@@ -286,3 +286,31 @@ def test_a_turn_the_sink_refuses_loses_only_itself() -> None:
     assembler.finalize_all()
     assert sink.turns == 4
     assert sink.errors == 2  # the refusal itself, then the drop counted for it
+
+
+def test_effect_and_volatile_caches_stay_bounded_on_hostile_names() -> None:
+    """Many distinct tool names, long names, rows with long keys: every cache the effect and
+    volatile rules keep stays within its count and holds no long name."""
+    from loopwatch.core import effects, volatile
+    from loopwatch.core.fingerprint import fingerprint
+
+    effects.forget_learned()
+    try:
+        huge = "x" * 100_000
+        effects.learn_tool_list(
+            [{"name": f"t{i}", "annotations": {"readOnlyHint": True}} for i in range(10_000)]
+            + [{"name": huge, "annotations": {"destructiveHint": True}}]
+        )
+        state = effects._EFFECTS
+        assert len(state.annotated) == effects.MAX_TOOLS and huge not in state.annotated
+        assert state.dropped == 10_000 - effects.MAX_TOOLS
+        for i in range(10_000):
+            effects.effect_of(f"create_{i}_{huge}", {"action": f"send_{i}"}, None)
+        assert len(state.inferred) <= effects.MAX_TOOLS
+        assert max(len(name) for name in state.inferred) <= 200
+        for i in range(200):
+            fingerprint([{f"{huge}{i}": 1, "id": i}])
+        assert all(len(k) <= volatile.MAX_KEY_CHARS for keys in volatile._KEYS.rows for k in keys)
+        assert all(len(k) <= volatile.MAX_KEY_CHARS for k in volatile._KEYS.judged)
+    finally:
+        effects.forget_learned()

@@ -197,13 +197,17 @@ class _Effects:
             self.annotated, self.inferred, self.dropped = {}, {}, 0
             self.prose, self.body, self.sends = {}, {}, {}
 
-    def learn(self, tool: str, effect: tuple[str, str]) -> None:
+    def learn(self, learned: dict[str, tuple[str, str]]) -> None:
+        """Add a tool list's effects (names of at most _WORD_CHARS), past MAX_TOOLS none."""
         with self._lock:
-            if tool not in self.annotated and len(self.annotated) >= MAX_TOOLS:
-                self.dropped += 1
-                return
-            # a new dict each time: readers take it without the lock
-            self.annotated = {**self.annotated, tool: effect}
+            merged = dict(self.annotated)  # readers take the map without the lock: a new one
+            for tool, effect in learned.items():
+                if tool not in merged and len(merged) >= MAX_TOOLS:
+                    self.dropped += 1
+                    continue
+                merged[tool] = effect
+            if merged != self.annotated:
+                self.annotated = merged
 
     def by_name(self, name: str) -> tuple[str, str]:
         name = name[:_WORD_CHARS]
@@ -250,16 +254,19 @@ _EFFECTS: Final = _Effects()
 def learn_tool_list(tools: Iterable[Any]) -> None:
     """Remember the effects that MCP tool annotations give (``tools/list`` entries, or tool
     definitions carrying ``annotations``); nothing else of a definition is read here."""
+    learned: dict[str, tuple[str, str]] = {}
     for d in tools:
         if not isinstance(d, Mapping):
             continue
         inner = d.get("function")
         fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else d
         name, annotations = fn.get("name"), fn.get("annotations")
-        if isinstance(name, str) and isinstance(annotations, Mapping):
+        if isinstance(name, str) and len(name) <= _WORD_CHARS and isinstance(annotations, Mapping):
             effect = annotated_effect(annotations)
             if effect is not None:
-                _EFFECTS.learn(name, effect)
+                learned[name] = effect
+    if learned:
+        _EFFECTS.learn(learned)
 
 
 def forget_learned() -> None:

@@ -143,9 +143,11 @@ class _Keys:
         found = self.rows.get(keys)
         if found is None:
             found = tuple(k for k in keys if type(k) is str and self.volatile(k, True))
-            if len(self.rows) >= _KEYS_KEPT:
-                self.rows.clear()
-            self.rows[keys] = found
+            # remembered only for short names: the cache holds them (bounded in bytes)
+            if all(type(k) is str and len(k) <= MAX_KEY_CHARS for k in keys):
+                if len(self.rows) >= _KEYS_KEPT:
+                    self.rows.clear()
+                self.rows[keys] = found
         return found
 
 
