@@ -5,42 +5,21 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
+from testkit import npm_cli
+
 VERSION = "2.1.332"  # pinned: the attribute names docs/coding-agents.md lists were read from it
-ROOT = Path(__file__).resolve().parent.parent
-PREFIX = ROOT / "build" / "coding-agents" / f"claude-code-{VERSION}"
+PREFIX = npm_cli.AGENTS / f"claude-code-{VERSION}"
 # the npm package's postinstall links this platform package's binary; npm installs it as an
 # optional dependency, so it is there without running install scripts
 BINARY = PREFIX / "node_modules" / "@anthropic-ai" / "claude-code-linux-x64" / "claude"
 
 
 def install() -> Path | None:
-    """The binary, installed with npm if missing; None when npm is absent or the install
-    fails (offline)."""
-    if BINARY.exists():
-        return BINARY
-    npm = shutil.which("npm")
-    if npm is None:
-        return None
-    PREFIX.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        [
-            npm,
-            "install",
-            "--no-audit",
-            "--no-fund",
-            "--prefix",
-            str(PREFIX),
-            f"@anthropic-ai/claude-code@{VERSION}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    return BINARY if done.returncode == 0 and BINARY.exists() else None
+    """The binary, installed with npm if missing; None when npm is absent or offline."""
+    return npm_cli.install("@anthropic-ai/claude-code", VERSION, PREFIX, BINARY)
 
 
 def run(
@@ -85,35 +64,11 @@ def record(directory: Path) -> list[Path]:
     testkit.claude_code DIR``."""
     import json
     import tempfile
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    from typing import Any
 
     from testkit.scripted_anthropic import Script, scripted_anthropic
 
-    bodies: list[dict[str, Any]] = []
-
-    class Collector(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if self.path == "/v1/logs":
-                bodies.append(json.loads(body))
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"{}")
-
     binary = install()
     assert binary is not None, "Claude Code did not install"
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
     failing = "curl -sS --max-time 2 http://127.0.0.1:9/health"
     healthy = ["echo one", "pwd", "date -u +%Y", "uname -s", "true", "echo six"]
     scenarios = {
@@ -123,27 +78,26 @@ def record(directory: Path) -> list[Path]:
         "two_prompts-default": [(healthy[:2], False, False), (healthy[:4], False, True)],
     }
     written = []
-    for name, runs in scenarios.items():
-        bodies.clear()
-        with tempfile.TemporaryDirectory() as home:
-            for commands, details, resume in runs:
-                with scripted_anthropic(Script(commands)) as base:
-                    done = run(
-                        binary,
-                        base,
-                        endpoint,
-                        "http/json",
-                        "Is the service up?",
-                        Path(home),
-                        details=details,
-                        resume=resume,
-                    )
-                assert done.returncode == 0, done.stderr
-        document = {"resourceLogs": [rl for b in bodies for rl in b.get("resourceLogs", [])]}
-        path = directory / f"claude-code-{name}.json"
-        path.write_text(json.dumps(document, indent=1) + "\n")
-        written.append(path)
-    server.shutdown()
+    with npm_cli.logs_receiver() as (address, bodies):
+        for name, runs in scenarios.items():
+            bodies.clear()
+            with tempfile.TemporaryDirectory() as home:
+                for commands, details, resume in runs:
+                    with scripted_anthropic(Script(commands)) as base:
+                        done = run(
+                            binary,
+                            base,
+                            f"http://{address}",
+                            "http/json",
+                            "Is the service up?",
+                            Path(home),
+                            details=details,
+                            resume=resume,
+                        )
+                    assert done.returncode == 0, done.stderr
+            path = directory / f"claude-code-{name}.json"
+            path.write_text(json.dumps(npm_cli.logs_document(bodies), indent=1) + "\n")
+            written.append(path)
     return written
 
 

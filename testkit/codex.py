@@ -5,13 +5,13 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
+from testkit import npm_cli
+
 VERSION = "0.171.0"  # pinned
-ROOT = Path(__file__).resolve().parent.parent
-PREFIX = ROOT / "build" / "coding-agents" / f"codex-{VERSION}"
+PREFIX = npm_cli.AGENTS / f"codex-{VERSION}"
 # npm installs the platform package as an optional dependency: its binary, without install
 # scripts
 BINARY = (
@@ -27,28 +27,8 @@ BINARY = (
 
 
 def install() -> Path | None:
-    """The binary, installed with npm if missing; None when npm is absent or the install fails."""
-    if BINARY.exists():
-        return BINARY
-    npm = shutil.which("npm")
-    if npm is None:
-        return None
-    PREFIX.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        [
-            npm,
-            "install",
-            "--no-audit",
-            "--no-fund",
-            "--prefix",
-            str(PREFIX),
-            f"@openai/codex@{VERSION}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    return BINARY if done.returncode == 0 and BINARY.exists() else None
+    """The binary, installed with npm if missing; None when npm is absent or offline."""
+    return npm_cli.install("@openai/codex", VERSION, PREFIX, BINARY)
 
 
 def config(base_url: str, exporter: str) -> str:
@@ -106,49 +86,24 @@ def record(directory: Path) -> list[Path]:
     document: the requests' ``resourceLogs`` in the order sent): ``python -m testkit.codex DIR``."""
     import json
     import tempfile
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    from typing import Any
 
     from testkit.scripted_openai import scripted_openai
 
-    bodies: list[dict[str, Any]] = []
-
-    class Collector(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if self.path == "/v1/logs":
-                bodies.append(json.loads(body))
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"{}")
-
     binary = install()
     assert binary is not None, "Codex did not install"
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    address = f"127.0.0.1:{server.server_address[1]}"
     failing = "curl -sS --max-time 2 http://127.0.0.1:9/health"
     healthy = ["echo one", "pwd", "date -u +%Y", "uname -s", "true", "echo six"]
     written = []
-    for name, commands in (("loop", [failing] * 6), ("healthy", healthy)):
-        bodies.clear()
-        with tempfile.TemporaryDirectory() as home, scripted_openai(commands) as base:
-            toml = config(base, http_exporter(address, "json"))
-            done = run(binary, Path(home), toml, "Is the service up?")
-            assert done.returncode == 0, done.stderr
-        document = {"resourceLogs": [rl for b in bodies for rl in b.get("resourceLogs", [])]}
-        path = directory / f"codex-{name}.json"
-        path.write_text(json.dumps(document, indent=1) + "\n")
-        written.append(path)
-    server.shutdown()
+    with npm_cli.logs_receiver() as (address, bodies):
+        for name, commands in (("loop", [failing] * 6), ("healthy", healthy)):
+            bodies.clear()
+            with tempfile.TemporaryDirectory() as home, scripted_openai(commands) as base:
+                toml = config(base, http_exporter(address, "json"))
+                done = run(binary, Path(home), toml, "Is the service up?")
+                assert done.returncode == 0, done.stderr
+            path = directory / f"codex-{name}.json"
+            path.write_text(json.dumps(npm_cli.logs_document(bodies), indent=1) + "\n")
+            written.append(path)
     return written
 
 

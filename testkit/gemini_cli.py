@@ -7,40 +7,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
+from testkit import npm_cli
+
 VERSION = "0.61.0"  # pinned
-ROOT = Path(__file__).resolve().parent.parent
-PREFIX = ROOT / "build" / "coding-agents" / f"gemini-cli-{VERSION}"
+PREFIX = npm_cli.AGENTS / f"gemini-cli-{VERSION}"
 BINARY = PREFIX / "node_modules" / ".bin" / "gemini"
 
 
 def install() -> Path | None:
-    """The command, installed with npm if missing; None when npm is absent or the install
-    fails (offline)."""
-    if BINARY.exists():
-        return BINARY
-    npm = shutil.which("npm")
-    if npm is None:
-        return None
-    PREFIX.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        [
-            npm,
-            "install",
-            "--no-audit",
-            "--no-fund",
-            "--prefix",
-            str(PREFIX),
-            f"@google/gemini-cli@{VERSION}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    return BINARY if done.returncode == 0 and BINARY.exists() else None
+    """The binary, installed with npm if missing; None when npm is absent or offline."""
+    return npm_cli.install("@google/gemini-cli", VERSION, PREFIX, BINARY)
 
 
 def run(
