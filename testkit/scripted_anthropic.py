@@ -9,8 +9,9 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from testkit.scripted_http import ScriptedHandler, nonce, serving
 
 MODEL = "claude-sonnet-4-5-20250929"
 
@@ -35,6 +36,7 @@ class Script:
         self.commands = commands
         self.requests = 0
         self.lock = threading.Lock()
+        self.run = nonce()  # in every id: none repeats across runs, as a real API's
 
     def answer(self, request: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
         """(content blocks, stop reason) for one request."""
@@ -46,7 +48,7 @@ class Script:
         if step < len(self.commands):
             call = {
                 "type": "tool_use",
-                "id": f"toolu_01Scripted{step:04d}",
+                "id": f"toolu_01{self.run}{step:04d}",
                 "name": "Bash",
                 "input": {
                     "command": self.commands[step],
@@ -57,7 +59,7 @@ class Script:
         return [{"type": "text", "text": "The service does not answer."}], "end_turn"
 
 
-def _sse(blocks: list[dict[str, Any]], stop: str) -> bytes:
+def _sse(blocks: list[dict[str, Any]], stop: str, message_id: str) -> bytes:
     usage = {
         "input_tokens": 1200,
         "output_tokens": 1,
@@ -70,7 +72,7 @@ def _sse(blocks: list[dict[str, Any]], stop: str) -> bytes:
             {
                 "type": "message_start",
                 "message": {
-                    "id": "msg_01Scripted",
+                    "id": message_id,
                     "type": "message",
                     "role": "assistant",
                     "model": MODEL,
@@ -113,53 +115,42 @@ def _sse(blocks: list[dict[str, Any]], stop: str) -> bytes:
     return b"".join(f"event: {e}\ndata: {json.dumps(d)}\n\n".encode() for e, d in events)
 
 
-def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _send(self, code: int, body: bytes, content_type: str) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("request-id", "req_scripted")
-            self.end_headers()
-            self.wfile.write(body)
+def _handler(script: Script) -> type[ScriptedHandler]:
+    class Handler(ScriptedHandler):
+        def _answer(self, code: int, body: bytes, content_type: str) -> None:
+            self.send(code, body, content_type, request_id=f"req_{nonce()}")
 
         def do_GET(self) -> None:
-            self._send(
+            self._answer(
                 404,
                 b'{"type":"error","error":{"type":"not_found_error","message":"no"}}',
                 "application/json",
             )
 
         def do_HEAD(self) -> None:
-            self._send(200, b"", "text/plain")
+            self._answer(200, b"", "text/plain")
 
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length)
+            request = self.read_json()
             path = self.path.split("?", 1)[0]
             if not path.endswith("/v1/messages"):
                 if path.endswith("/count_tokens"):
-                    self._send(200, b'{"input_tokens": 1200}', "application/json")
+                    self._answer(200, b'{"input_tokens": 1200}', "application/json")
                 else:
-                    self._send(
+                    self._answer(
                         404,
                         b'{"type":"error","error":{"type":"not_found_error",'
                         b'"message":"not scripted"}}',
                         "application/json",
                     )
                 return
-            request = json.loads(raw or b"{}")
             blocks, stop = script.answer(request)
+            message_id = f"msg_01{nonce()}"
             if request.get("stream"):
-                self._send(200, _sse(blocks, stop), "text/event-stream")
+                self._answer(200, _sse(blocks, stop, message_id), "text/event-stream")
                 return
             message = {
-                "id": "msg_01Scripted",
+                "id": message_id,
                 "type": "message",
                 "role": "assistant",
                 "model": MODEL,
@@ -168,7 +159,7 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 "stop_sequence": None,
                 "usage": {"input_tokens": 1200, "output_tokens": 40},
             }
-            self._send(200, json.dumps(message).encode(), "application/json")
+            self._answer(200, json.dumps(message).encode(), "application/json")
 
     return Handler
 
@@ -176,11 +167,5 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def scripted_anthropic(script: Script) -> Iterator[str]:
     """The API on a free loopback port; yields its base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(script))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_handler(script)) as base:
+        yield base

@@ -6,11 +6,11 @@ text."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from testkit.scripted_http import ScriptedHandler, serving
 
 _USAGE = {"promptTokenCount": 2210, "candidatesTokenCount": 58, "totalTokenCount": 2268}
 
@@ -41,40 +41,22 @@ def _response(request: dict[str, Any], commands: list[str], streamed: bool) -> d
     return {"candidates": [candidate], "usageMetadata": _USAGE, "modelVersion": "gemini-2.5-pro"}
 
 
-def _handler(commands: list[str]) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _send(self, body: bytes, content_type: str) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
+def _handler(commands: list[str]) -> type[ScriptedHandler]:
+    class Handler(ScriptedHandler):
         def do_GET(self) -> None:
-            self._send(b'{"models": []}', "application/json")
+            self.send(200, b'{"models": []}', "application/json")
 
         def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            try:
-                request = json.loads(raw)
-            except ValueError:
-                request = {}
-            if not isinstance(request, dict):
-                request = {}
+            request = self.read_json()
             path = self.path.split("?", 1)[0]
             if path.endswith(":countTokens"):
-                self._send(b'{"totalTokens": 2210}', "application/json")
+                self.send(200, b'{"totalTokens": 2210}', "application/json")
             elif path.endswith(":streamGenerateContent"):
                 answer = _response(request, commands, streamed=True)
-                self._send(f"data: {json.dumps(answer)}\r\n\r\n".encode(), "text/event-stream")
+                self.send(200, f"data: {json.dumps(answer)}\r\n\r\n".encode(), "text/event-stream")
             else:
                 answer = _response(request, commands, streamed=False)
-                self._send(json.dumps(answer).encode(), "application/json")
+                self.send(200, json.dumps(answer).encode(), "application/json")
 
     return Handler
 
@@ -82,10 +64,5 @@ def _handler(commands: list[str]) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def scripted_gemini(commands: list[str]) -> Iterator[str]:
     """The API on a free loopback port; yields its base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(commands))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_handler(commands)) as base:
+        yield base

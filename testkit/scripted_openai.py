@@ -5,11 +5,11 @@ shell tool it offers, then a final message), streamed as Server-Sent Events."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from testkit.scripted_http import ScriptedHandler, nonce, serving
 
 
 def _call(tools: list[str], command: str) -> tuple[str, dict[str, Any]]:
@@ -21,7 +21,7 @@ def _call(tools: list[str], command: str) -> tuple[str, dict[str, Any]]:
     return "shell", {"command": ["bash", "-lc", command]}
 
 
-def _events(request: dict[str, Any], commands: list[str]) -> list[dict[str, Any]]:
+def _events(request: dict[str, Any], commands: list[str], run: str) -> list[dict[str, Any]]:
     tools = [t.get("name") for t in request.get("tools", []) if isinstance(t, dict)]
     items = request.get("input", [])
     # the script's step: the calls already answered in the conversation
@@ -30,14 +30,14 @@ def _events(request: dict[str, Any], commands: list[str]) -> list[dict[str, Any]
         name, arguments = _call([t for t in tools if isinstance(t, str)], commands[step])
         item: dict[str, Any] = {
             "type": "function_call",
-            "id": f"fc_{step}",
-            "call_id": f"call_{step:02d}",
+            "id": f"fc_{run}{step}",
+            "call_id": f"call_{run}{step:02d}",
             "name": name,
             "arguments": json.dumps(arguments),
         }
     else:
         text = {"type": "output_text", "text": "The service does not answer."}
-        item = {"type": "message", "role": "assistant", "id": "msg_1", "content": [text]}
+        item = {"type": "message", "role": "assistant", "id": f"msg_{run}", "content": [text]}
     usage = {
         "input_tokens": 3000,
         "input_tokens_details": {"cached_tokens": 0},
@@ -46,42 +46,25 @@ def _events(request: dict[str, Any], commands: list[str]) -> list[dict[str, Any]
         "total_tokens": 3040,
     }
     return [
-        {"type": "response.created", "response": {"id": f"resp_{step}"}},
+        {"type": "response.created", "response": {"id": f"resp_{run}{step}"}},
         {"type": "response.output_item.done", "item": item},
-        {"type": "response.completed", "response": {"id": f"resp_{step}", "usage": usage}},
+        {"type": "response.completed", "response": {"id": f"resp_{run}{step}", "usage": usage}},
     ]
 
 
-def _handler(commands: list[str]) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+def _handler(commands: list[str]) -> type[ScriptedHandler]:
+    run = nonce()
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _send(self, body: bytes, content_type: str) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
+    class Handler(ScriptedHandler):
         def do_GET(self) -> None:  # the model list
-            self._send(b'{"data": [], "models": []}', "application/json")
+            self.send(200, b'{"data": [], "models": []}', "application/json")
 
         def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            try:
-                request = json.loads(raw)
-            except ValueError:
-                request = {}
-            if not isinstance(request, dict):
-                request = {}
-            events = _events(request, commands)
+            events = _events(self.read_json(), commands, run)
             body = b"".join(
                 f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events
             )
-            self._send(body, "text/event-stream")
+            self.send(200, body, "text/event-stream")
 
     return Handler
 
@@ -89,10 +72,5 @@ def _handler(commands: list[str]) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def scripted_openai(commands: list[str]) -> Iterator[str]:
     """The API on a free loopback port; yields its base URL (with ``/v1``)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(commands))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_handler(commands), "/v1") as base:
+        yield base
