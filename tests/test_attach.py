@@ -95,8 +95,9 @@ def test_the_provider_loopwatch_sets_is_said_as_done_not_as_an_order() -> None:
     )
     assert (out.returncode, out.stderr) == (
         0,
-        "INFO:loopwatch:no tracer provider was set: loopwatch set an SDK TracerProvider from "
-        "OTEL_* (exporters: none, OTEL_TRACES_EXPORTER unset)\n",
+        "INFO:loopwatch.attach.provider:no tracer provider was set: "
+        "loopwatch set an SDK TracerProvider from OTEL_* "
+        "(exporters: none, OTEL_TRACES_EXPORTER unset)\n",
     )
 
 

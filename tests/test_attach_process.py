@@ -89,7 +89,7 @@ def test_instrument_sets_an_sdk_provider_with_the_requested_exporter_and_the_fra
         "langchain": True,
     }
     assert '"name": "probe-span"' in out.stdout  # the console exporter OTEL_* asked for
-    assert "INFO:loopwatch:config none, defaults" in out.stderr
+    assert "INFO:loopwatch.attach.instrument:config none, defaults" in out.stderr
     assert "exporters: console" in out.stderr
     assert "switched on GenAI instrumentation: pydantic_ai\n" in out.stderr
     assert "switched on GenAI instrumentation: openai_agents\n" in out.stderr

@@ -116,15 +116,15 @@ def test_at_exit_the_open_turn_is_counted_and_the_summary_logged(
         timeout=180,
     )
     assert (out.returncode, out.stdout) == (0, "gave up\n"), out.stderr
-    lines = [line for line in out.stderr.splitlines() if line.startswith("INFO:loopwatch:")]
+    lines = [line for line in out.stderr.splitlines() if line.startswith("INFO:loopwatch.")]
     loop, summary = lines[-2:]
     assert re.fullmatch(
-        f"INFO:loopwatch:(loopwatch: )?loop found: tool=create_ticket key={KEY} attempts=4 "
+        f"INFO:loopwatch.core.loop_log:loop found: tool=create_ticket key={KEY} attempts=4 "
         f"service=unknown_service:python agent=unknown trace_id={TRACE}",
         loop,
     ), loop
     assert re.fullmatch(
-        f"INFO:loopwatch:shut down: 1 turn, 1 loop; worst key {KEY} at 4 attempts "
+        f"INFO:loopwatch.attach.processor:shut down: 1 turn, 1 loop; worst key {KEY} at 4 attempts "
         f"\\(service=unknown_service:python agent=unknown trace_id={TRACE}\\)",
         summary,
     ), summary

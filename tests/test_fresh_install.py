@@ -164,7 +164,7 @@ def test_fresh_install_attaches_with_the_readme_lines_and_counts(
     user: tuple[dict[str, object], str],
 ) -> None:
     result, stderr = user
-    assert "INFO:loopwatch:config none, defaults" in stderr
+    assert "INFO:loopwatch.attach.instrument:config none, defaults" in stderr
     assert "switched on GenAI instrumentation: pydantic_ai" in stderr
     for agent in ("looping", "guarded", "bulk"):
         assert _metric(result, "loopwatch_turns_total", agent=agent) == 1, agent
@@ -186,7 +186,9 @@ def test_fresh_install_sees_and_stops_the_reworded_loop_with_no_config(
     assert _metric(result, "loopwatch_turn_max_attempts_sum", agent="looping") >= 6
     loops = _metric(result, "loopwatch_loops_total", agent="looping", tool="create_ticket")
     assert loops == 1
-    assert re.search(r"INFO:loopwatch:loop found: tool=create_ticket key=\S+ attempts=14 ", stderr)
+    assert re.search(
+        r"INFO:loopwatch.core.loop_log:loop found: tool=create_ticket key=\S+ attempts=14 ", stderr
+    )
     warnings = [x for x in stderr.splitlines() if x.startswith("WARNING") and "create_ticket" in x]
     assert len(warnings) == 1, stderr
     # the breaker with no config: three tickets, then an answer that says what is known

@@ -224,7 +224,7 @@ def test_redis_down_then_back(redis_server: RedisProcess, caplog: pytest.LogCapt
         assert allow.call("create_ticket", args, create("1")) == "T-1"
         assert deny.call("create_ticket", args, create("1")) == "T-1"  # replayed across arbiters
         redis_server.stop()
-        with caplog.at_level(logging.WARNING, logger="loopwatch.guards"):
+        with caplog.at_level(logging.WARNING, logger="loopwatch"):
             for i in range(3):  # the same request: unguarded, each runs
                 assert allow.call("create_ticket", args, create("1")) == f"T-{2 + i}"
             refused = [deny.call("create_ticket", args, create("1")) for _ in range(2)]
@@ -504,7 +504,7 @@ def test_the_breakers_store_error_policies(
         allow = LoopBreaker(CONFIG, store=url, tracer_provider=p.provider)
         deny = LoopBreaker(CONFIG, store=url, on_store_error="deny", tracer_provider=p.provider)
         ran: list[int] = []
-        with caplog.at_level(logging.WARNING, logger="loopwatch.guards"):
+        with caplog.at_level(logging.WARNING, logger="loopwatch"):
             with allow.turn(scope="task-1") as turn:
                 for i in range(4):  # unchecked: the cap cannot stop them
                     assert turn.call("create_ticket", ARGS, logged(ran, i, "T")) == "T"

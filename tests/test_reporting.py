@@ -128,9 +128,7 @@ def test_serve_logs_its_config_loops_and_a_summary_while_spans_flow(
         if "loop found: " in line:
             loop = line
         else:
-            counts = re.search(
-                r"INFO loopwatch.service: (\d+) spans?, (\d+) turns?, (\d+) loops?", line
-            )
+            counts = re.search(r"INFO loopwatch: (\d+) spans?, (\d+) turns?, (\d+) loops?", line)
             assert counts is not None, line
             totals = [a + int(b) for a, b in zip(totals, counts.groups(), strict=True)]
     assert loop is not None and "tool=create_ticket" in loop and "attempts=14" in loop

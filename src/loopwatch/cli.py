@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from loopwatch import compiled
+from loopwatch.core.log_names import PackageFormatter
 from loopwatch.version import VERSION
 
 # subcommand -> (module with add_arguments(parser) and run(args) -> int, help)
@@ -44,9 +45,9 @@ EXTRAS = {"mcp-guard": "mcp-guard"}
 
 def _name_loggers_in_last_resort() -> None:
     """A command that sets up no logging (replay, compare, check-tools) prints warnings through
-    logging's last resort, which shows the message alone: this names the logger too."""
+    logging's last resort, which shows the message alone: this names the package too."""
     if logging.lastResort is not None:
-        logging.lastResort.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        logging.lastResort.setFormatter(PackageFormatter("%(name)s: %(message)s"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -35,12 +35,13 @@ from loopwatch.attach.instrument import instrument
 from loopwatch.core.config import Config, ConfigError, load_config
 from loopwatch.core.declarations import DeclarationError
 from loopwatch.core.effects import learn_tool_list
+from loopwatch.core.log_names import PackageFormatter
 from loopwatch.guards.arbiter import Admitted, IdempotencyArbiter, Replay
 from loopwatch.guards.breaker import BreakerTurn, LoopBreaker, Pending
 from loopwatch.guards.stores import StoreError
 from loopwatch.guards.terminal import TerminalResult
 
-log = logging.getLogger("loopwatch.mcp-guard")
+log = logging.getLogger(__name__)
 _TRACER = "loopwatch.mcp_guard"
 # result text kept on a span: enough for the error class and the no-rows reading
 _MAX_RESULT_CHARS = 4096
@@ -477,8 +478,10 @@ def run(args: argparse.Namespace) -> int:
     if not command:
         print("loopwatch mcp-guard: give the MCP server to start after --", file=sys.stderr)
         return 2
-    # stdout is the MCP channel; the logger's name says what speaks
-    logging.basicConfig(stream=sys.stderr, format="%(name)s: %(message)s")
+    # stdout is the MCP channel; the logger's package says what speaks
+    speaker = logging.StreamHandler(sys.stderr)
+    speaker.setFormatter(PackageFormatter("%(name)s: %(message)s"))
+    logging.basicConfig(handlers=[speaker])
     try:
         config = load_config(args.config)
         arbiter = IdempotencyArbiter(config, store=args.store)

@@ -60,7 +60,7 @@ from loopwatch.attach.mcp_client import instrument_mcp
 from loopwatch.attach.own_spans import CAPTURE_CONTENT_VARIABLE
 from loopwatch.attach.post_import import when_imported
 
-log = logging.getLogger("loopwatch")
+log = logging.getLogger(__name__)
 
 OPT_OUT_VARIABLE = "LOOPWATCH_INSTRUMENT_FRAMEWORKS"
 _CAPTURE_ON_SPANS = "SPAN_ONLY"

@@ -16,7 +16,7 @@ from loopwatch.attach.processor import LoopwatchSpanProcessor
 from loopwatch.attach.provider import global_sdk_provider
 from loopwatch.core.config import Config, ConfigError, config_file, load_config
 
-log = logging.getLogger("loopwatch")
+log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _servers: dict[tuple[str, int], Any] = {}
 # provider -> its processor, so a second instrument() call does not count every span twice

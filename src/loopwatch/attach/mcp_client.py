@@ -25,7 +25,7 @@ from opentelemetry.trace import Status, StatusCode
 from loopwatch.attach import own_spans
 from loopwatch.core.effects import learn_tool_list
 
-log = logging.getLogger("loopwatch")
+log = logging.getLogger(__name__)
 
 _MARK = "__loopwatch_traced__"
 # result texts kept on the span: enough for the error class and the no-rows reading

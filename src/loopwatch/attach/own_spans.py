@@ -28,7 +28,7 @@ from loopwatch.attach.read_fields import no_tracer_provider
 from loopwatch.core import declarations
 from loopwatch.version import VERSION
 
-log = logging.getLogger("loopwatch")
+log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -18,7 +18,7 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any
 
-log = logging.getLogger("loopwatch")
+log = logging.getLogger(__name__)
 
 Hook = Callable[[], None]
 

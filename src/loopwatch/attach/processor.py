@@ -49,7 +49,7 @@ from loopwatch.loopspans.in_process import LoopSpans
 from loopwatch.metrics.catalog import LOOP_SPANS_PER_TURN_BOUND
 from loopwatch.metrics.exporter import LoopwatchMetrics, metrics_for
 
-log = logging.getLogger("loopwatch")
+log = logging.getLogger(__name__)
 
 # The worker wakes once a second, or as soon as the queue holds a batch: few wakes, each on
 # caches the agent has since filled, yet no span held long enough to reach the garbage

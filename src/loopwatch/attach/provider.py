@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from loopwatch.attach.read_fields import traces_exporters
 
-log = logging.getLogger("loopwatch")
+log = logging.getLogger(__name__)
 
 # exporter entry point -> the package that provides it, for the warning when it is missing
 _EXPORTER_PACKAGES = {

@@ -45,7 +45,7 @@ from loopwatch.attach.read_api import ERROR, NO_EXTRA, OK, PUBLIC, End, SpanRead
 from loopwatch.conventions.read import may_be_turn
 from loopwatch.core.span_view import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
 
-log = logging.getLogger("loopwatch")
+log = logging.getLogger(__name__)
 
 # What the readers below read of an SDK span in place of each ReadableSpan property, as
 # attribute paths (the SDK keeps attributes in a BoundedAttributes around a dict, events in a

@@ -31,7 +31,7 @@ from loopwatch.core.sink import Sink
 from loopwatch.core.summary import TurnSummary, summarize
 from loopwatch.core.turns import TurnGroup, split_turns
 
-log = logging.getLogger("loopwatch")
+log = logging.getLogger(__name__)
 
 # Drop reasons (loopwatch_spans_dropped_total{reason}) and eviction reasons; all of them here,
 # so the metrics can show every one at 0 from the start.

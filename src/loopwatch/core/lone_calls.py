@@ -10,7 +10,7 @@ from typing import Final
 
 from loopwatch.core.records import LlmMark, ToolCall, TurnMark
 
-log = logging.getLogger("loopwatch")
+log = logging.getLogger(__name__)
 
 # One-call turns of bare tool calls seen before the warning (a single one may be a real turn).
 BEFORE_WARNING: Final = 3

@@ -9,7 +9,7 @@ from loopwatch.core.outcomes import OK
 from loopwatch.core.span_view import trace_hex
 from loopwatch.core.summary import DUPLICATE, FAILING, NO_ROWS, SAME_RESULT, TurnSummary
 
-log = logging.getLogger("loopwatch")
+log = logging.getLogger(__name__)
 
 
 def log_loops(s: TurnSummary) -> None:

@@ -17,7 +17,7 @@ from loopwatch.core.records import UNREADABLE_HISTORY, ToolCall, UnreadableHisto
 from loopwatch.core.sink import Sink
 from loopwatch.core.turns import TurnGroup
 
-log = logging.getLogger("loopwatch")
+log = logging.getLogger(__name__)
 
 
 def needs_completing(group: TurnGroup) -> bool:

@@ -21,7 +21,7 @@ from loopwatch.core.suggest import (
     suggestion_toml,
 )
 
-log = logging.getLogger("loopwatch")
+log = logging.getLogger(__name__)
 
 # Tools warned about, per process; past this many no more warnings (memory stays bounded).
 MAX_TOOLS = 1000

@@ -33,7 +33,7 @@ from loopwatch.guards.terminal import (
 )
 
 T = TypeVar("T")
-_log = logging.getLogger("loopwatch.guards")
+_log = logging.getLogger(__name__)
 # store_errors keys: calls run or refused because the store could not be reached, and
 # outcomes that could not be written to it
 ALLOWED, DENIED, NOT_STORED = "allowed", "denied", "not_stored"

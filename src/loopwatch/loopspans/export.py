@@ -31,7 +31,7 @@ from loopwatch.loopspans.attributes import EVENT_NAME, SCOPE, attributes, links,
 from loopwatch.metrics.catalog import LOOP_SPANS_EXPORT_FAILED, LOOP_SPANS_PER_TURN_BOUND
 from loopwatch.version import VERSION
 
-log = logging.getLogger("loopwatch")
+log = logging.getLogger(__name__)
 
 MAX_QUEUE: Final = 4096  # loop spans waiting to be sent; more are dropped and counted
 _BATCH: Final = 512

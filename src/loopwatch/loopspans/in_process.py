@@ -21,7 +21,7 @@ from loopwatch.loopspans.attributes import (
 )
 from loopwatch.version import VERSION
 
-log = logging.getLogger("loopwatch")
+log = logging.getLogger(__name__)
 
 
 class LoopSpans:

@@ -19,7 +19,7 @@ from loopwatch.service.http_server import start_otlp_http
 from loopwatch.service.metrics_server import start_metrics
 from loopwatch.service.pipeline import Pipeline
 
-log = logging.getLogger("loopwatch.service")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from tornado.netutil import bind_sockets
 
 from loopwatch.service.addresses import BindError, join_address, split_address
 
-log = logging.getLogger("loopwatch.service")
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Linux caps the backlog at net.core.somaxconn (4096 by default since 5.4).

@@ -26,7 +26,7 @@ from loopwatch.service.receive import (
     accept_views,
 )
 
-log = logging.getLogger("loopwatch.service")
+log = logging.getLogger(__name__)
 
 PATH = "/v1/traces"
 LOGS_PATH = "/v1/logs"

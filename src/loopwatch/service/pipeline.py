@@ -23,7 +23,7 @@ from loopwatch.core.span_view import SpanView
 from loopwatch.core.summary import TurnSummary
 from loopwatch.service.otlp import REMOTE_PARENT
 
-log = logging.getLogger("loopwatch.service")
+log = logging.getLogger(__name__)
 
 # How often the worker looks for roots past their grace, and for idle traces.
 _GRACE_CHECK_SECONDS = 0.05

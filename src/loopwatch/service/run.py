@@ -15,12 +15,13 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from loopwatch.core.config import Config, ConfigError, config_file, load_config
+from loopwatch.core.log_names import PackageFormatter
 from loopwatch.core.words import counted
 
 if TYPE_CHECKING:
     from loopwatch.service.app import Addresses, Service
 
-log = logging.getLogger("loopwatch.service")
+log = logging.getLogger(__name__)
 
 # The service owns its process, so the cyclic garbage collector is set for its load: what was
 # loaded at start is frozen (never traversed again), and young objects are collected every
@@ -117,7 +118,7 @@ def _fail(message: str, code: int) -> int:
 
 def run(args: argparse.Namespace) -> int:
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(PackageFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=args.log_level, handlers=[handler])
     try:
         from prometheus_client import REGISTRY
