@@ -183,7 +183,7 @@ def json_split(args: argparse.Namespace) -> None:
     and freeing its dicts (what the structs replaced)."""
     from benchmarks.bench_service import CONFIG
     from loopwatch.history.by_trace import Grouping
-    from loopwatch.history.replay import Replay, chunks, own_process
+    from loopwatch.history.replay import Replayer, chunks, own_process
     from loopwatch.history.report import Report, ReportSink
     from loopwatch.service.otlp_json import decode as decode_json
     from testkit.stored import timed_copies
@@ -199,7 +199,7 @@ def json_split(args: argparse.Namespace) -> None:
         took = dict.fromkeys((*JSON_STAGES, "json.loads and freeing (not used)"), 0.0)
         decode, group, pipeline, loads = took
         with own_process(), Grouping() as grouping:
-            replay = Replay(CONFIG, ReportSink(Report(), None))
+            replay = Replayer(CONFIG, ReportSink(Report(), None))
             spans = 0
             for line in timed_copies(lines, args.copies, COPY_EVERY_NS):
                 t0 = clock()

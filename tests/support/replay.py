@@ -35,7 +35,7 @@ from loopwatch.demo.scenarios import (
     fourteen_tickets,
     healthy,
 )
-from loopwatch.history.replay import Outcome, run_replay
+from loopwatch.history.replay import ReplayResult, run_replay
 from loopwatch.metrics.exporter import LoopwatchMetrics
 from tests.support.helpers import Pipeline, S
 
@@ -180,7 +180,7 @@ def tempo_document(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
 # -- replay into a registry ------------------------------------------------------------------------
 def replay_registry(
     paths: Sequence[Path | str], config: Config = CONFIG, forced: str = "auto"
-) -> tuple[CollectorRegistry, Outcome]:
+) -> tuple[CollectorRegistry, ReplayResult]:
     registry = CollectorRegistry()
     metrics = LoopwatchMetrics(registry)
     outcome = run_replay([str(p) for p in paths], config, forced, forward=metrics)

@@ -21,7 +21,7 @@ from loopwatch.core.config import Config
 from loopwatch.core.words import counted
 from loopwatch.history.by_trace import GroupingError
 from loopwatch.history.replay import (
-    Outcome,
+    ReplayResult,
     add_input_arguments,
     input_lines,
     load,
@@ -360,7 +360,7 @@ def write_markdown(c: Comparison, out: TextIO, threshold: int) -> None:
         out.write(f"\nNew in the candidate: {_new_in_candidate(c, '`')}\n")
 
 
-def to_json(c: Comparison, baseline: Outcome, candidate: Outcome) -> dict[str, Any]:
+def to_json(c: Comparison, baseline: ReplayResult, candidate: ReplayResult) -> dict[str, Any]:
     return {
         "regression": bool(c.regressions),
         "verdict": verdict_line(c),
@@ -395,7 +395,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _side(name: str, path: str, config: Config, forced: str) -> Outcome:
+def _side(name: str, path: str, config: Config, forced: str) -> ReplayResult:
     outcome = run_replay([path], config, forced)
     for line in input_lines(outcome, name):
         print(f"loopwatch compare: {line}", file=sys.stderr)
@@ -439,7 +439,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _write(
-    args: argparse.Namespace, c: Comparison, baseline: Outcome, candidate: Outcome, threshold: int
+    args: argparse.Namespace,
+    c: Comparison,
+    baseline: ReplayResult,
+    candidate: ReplayResult,
+    threshold: int,
 ) -> int:
     """Write the comparison; EXIT_UNREADABLE when the Markdown file cannot be written."""
     if args.json:

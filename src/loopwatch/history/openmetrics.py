@@ -92,7 +92,7 @@ class OpenMetricsWriter:
     def advance(self, settled: float) -> None:
         """Write every scrape that no turn still to come can change: those up to ``settled``,
         the span time by which every turn that ended has been handed over
-        (``Replay.settled``)."""
+        (``Replayer.settled``)."""
         self._write_until(settled)
 
     def close(self) -> None:

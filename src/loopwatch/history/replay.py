@@ -37,7 +37,7 @@ EXIT_UNREADABLE = 2
 CHUNK_SPANS = 512  # spans through the pipeline at once: a BatchSpanProcessor's export batch
 
 
-class Replay:
+class Replayer:
     """The service's pipeline without its worker thread, fed whole traces in time order."""
 
     def __init__(
@@ -109,10 +109,12 @@ class Replay:
 
 
 @dataclass
-class Outcome:
+class ReplayResult:
+    """What one replay gave: its report, what was read, the replayer, and its time."""
+
     report: Report
     stats: ReadStats
-    replay: Replay
+    replay: Replayer
     seconds: float  # wall time
     cpu_seconds: float
 
@@ -142,15 +144,15 @@ def run_replay(
     on_batch: Any = None,
     limits: Limits = DEFAULT_LIMITS,
     loop_spans: Callable[[TurnSummary], None] | None = None,
-) -> Outcome:
+) -> ReplayResult:
     """Read ``paths`` through the pipeline; the report, what the reader met, and the engine.
-    ``on_batch(settled)`` after each chunk of traces fed (``Replay.settled``); ``loop_spans``
+    ``on_batch(settled)`` after each chunk of traces fed (``Replayer.settled``); ``loop_spans``
     takes each turn with loops. Raises GroupingError when the temporary files cannot be
     written."""
     if loop_spans is None:  # no loop marks built: they would go nowhere
         config = replace(config, loop_spans_per_turn=0)
     report = Report()
-    replay = Replay(config, ReportSink(report, forward), loop_spans)
+    replay = Replayer(config, ReportSink(report, forward), loop_spans)
     stats = ReadStats()
     shown = Progress(progress, stats)
     reader = Reader(paths, forced, stats, on_file=shown.on_file, on_logs=replay.feed_logs)
@@ -173,7 +175,7 @@ def run_replay(
     finally:
         shown.done()
     seconds, cpu_seconds = time.monotonic() - started, time.process_time() - cpu
-    return Outcome(report, stats, replay, seconds, cpu_seconds)
+    return ReplayResult(report, stats, replay, seconds, cpu_seconds)
 
 
 # -- the command ---------------------------------------------------------------------------------
@@ -247,7 +249,7 @@ def load(args: argparse.Namespace, command: str) -> Config | None:
         return None
 
 
-def input_lines(outcome: Outcome, name: str = "") -> list[str]:
+def input_lines(outcome: ReplayResult, name: str = "") -> list[str]:
     """What the reader met, for stderr: problems by file and line, traces without a root."""
     stats, replay, report = outcome.stats, outcome.replay, outcome.report
     prefix = f"{name}: " if name else ""
@@ -284,7 +286,7 @@ def input_lines(outcome: Outcome, name: str = "") -> list[str]:
     return lines
 
 
-def read_summary(outcome: Outcome) -> str:
+def read_summary(outcome: ReplayResult) -> str:
     stats = outcome.stats
     rate = stats.spans / outcome.cpu_seconds if outcome.cpu_seconds > 0 else 0.0
     logs = (
@@ -401,7 +403,7 @@ def stdout_gone() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
-def _write_report(args: argparse.Namespace, outcome: Outcome, writer: Any) -> None:
+def _write_report(args: argparse.Namespace, outcome: ReplayResult, writer: Any) -> None:
     if args.json:
         document = outcome.report.to_json()
         document["input"] = {
