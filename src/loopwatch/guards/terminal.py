@@ -101,6 +101,15 @@ def _fields(identity: tuple[str, ...] | None) -> str:
     return "the same " + " and ".join(identity)
 
 
+def _not_run(
+    decision: str, tool: str, error_class: str, attempts: int, rest: str
+) -> TerminalResult:
+    """Every answer opens alike: who refused, and that ``tool`` was not run (``rest`` follows)."""
+    who = "SUPPRESSED" if decision == SUPPRESSED else "STOPPED"
+    message = f"{who} by loopwatch: {tool} was not run{rest}"
+    return TerminalResult(decision, tool, error_class, attempts, message)
+
+
 def repeat_stop(
     tool: str,
     error_class: str,
@@ -116,64 +125,59 @@ def repeat_stop(
     else:
         reason = error_class
     why, what = _WHY.get(reason) or _WHY["tool_error"]
-    message = (
-        f"STOPPED by loopwatch: {tool} was not run again. The last {attempts} attempts with "
-        f"{_fields(identity)} {why}. {what}"
-    )
-    return TerminalResult(STOPPED, tool, error_class, attempts, message)
+    rest = f" again. The last {attempts} attempts with {_fields(identity)} {why}. {what}"
+    return _not_run(STOPPED, tool, error_class, attempts, rest)
 
 
 def no_rows_stop(tool: str, streak: int) -> TerminalResult:
-    message = (
-        f"STOPPED by loopwatch: {tool} was not run again. It returned no rows {streak} times in "
-        "a row; rewording the query will not find it. Do not search again. Tell the user "
-        "nothing was found."
+    rest = (
+        f" again. It returned no rows {streak} times in a row; rewording the query will not "
+        "find it. Do not search again. Tell the user nothing was found."
     )
-    return TerminalResult(NO_ROWS_STOPPED, tool, OK, streak, message)
+    return _not_run(NO_ROWS_STOPPED, tool, OK, streak, rest)
 
 
 def budget_stop(tool: str, budget: int) -> TerminalResult:
-    message = (
-        f"STOPPED by loopwatch: {tool} was not run. The tool budget of this turn "
-        f"({counted(budget, 'call')}) is used up. Do not call tools again. Answer with what you "
-        "have."
+    rest = (
+        f". The tool budget of this turn ({counted(budget, 'call')}) is used up. Do not call "
+        "tools again. Answer with what you have."
     )
-    return TerminalResult(BUDGET_EXHAUSTED, tool, OK, budget, message)
+    return _not_run(BUDGET_EXHAUSTED, tool, OK, budget, rest)
 
 
 def in_progress(tool: str) -> TerminalResult:
-    message = (
-        f"SUPPRESSED by loopwatch: {tool} was not run. The same request is already in progress "
-        "and its outcome is not known yet. Do not retry. Tell the user it is being processed."
+    rest = (
+        ". The same request is already in progress and its outcome is not known yet. Do not "
+        "retry. Tell the user it is being processed."
     )
-    return TerminalResult(SUPPRESSED, tool, OK, 1, message)
+    return _not_run(SUPPRESSED, tool, OK, 1, rest)
 
 
 def circuit_open(tool: str, error_class: str, duplicates: int) -> TerminalResult:
-    message = (
-        f"STOPPED by loopwatch: {tool} was not run. The same request was already made and "
-        f"{counted(duplicates, 'duplicate')} of it {plural(duplicates, 'was', 'were')} refused. "
-        "Do not call it again. Report the first outcome to the user."
+    rest = (
+        f". The same request was already made and {counted(duplicates, 'duplicate')} of it "
+        f"{plural(duplicates, 'was', 'were')} refused. Do not call it again. Report the first "
+        "outcome to the user."
     )
     if error_class == "timeout":
-        message += " It timed out: it may have succeeded, and needs to be checked."
-    return TerminalResult(CIRCUIT_OPEN, tool, error_class, duplicates, message)
+        rest += " It timed out: it may have succeeded, and needs to be checked."
+    return _not_run(CIRCUIT_OPEN, tool, error_class, duplicates, rest)
 
 
 def already_done(tool: str, error_class: str, duplicates: int) -> TerminalResult:
     """A duplicate whose first outcome is not replayed (``replay=False``, or a result another
     process could not store as JSON)."""
-    message = (
-        f"SUPPRESSED by loopwatch: {tool} was not run again; the same request was already made. "
-        "Do not retry. Report the first outcome to the user."
+    rest = (
+        " again; the same request was already made. Do not retry. Report the first outcome to "
+        "the user."
     )
-    return TerminalResult(SUPPRESSED, tool, error_class, duplicates, message)
+    return _not_run(SUPPRESSED, tool, error_class, duplicates, rest)
 
 
 def store_unavailable(tool: str) -> TerminalResult:
-    message = (
-        f"STOPPED by loopwatch: {tool} was not run. Whether the same request was already made "
-        "cannot be checked right now, and running it twice could repeat its effect. Do not "
-        "retry in this turn. Tell the user the request was not sent and to try again later."
+    rest = (
+        ". Whether the same request was already made cannot be checked right now, and running "
+        "it twice could repeat its effect. Do not retry in this turn. Tell the user the request "
+        "was not sent and to try again later."
     )
-    return TerminalResult(STORE_UNAVAILABLE, tool, "unavailable", 0, message)
+    return _not_run(STORE_UNAVAILABLE, tool, "unavailable", 0, rest)
