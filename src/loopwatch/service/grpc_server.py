@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -33,29 +34,16 @@ MAX_PING_STRIKES = 2
 MAX_CONNECTION_IDLE_MS = 300_000
 
 
-def _export(pipeline: Pipeline) -> Any:
+def _export(accept_body: Callable[[bytes], Any]) -> Any:
     # Requests arrive as raw bytes (no request_deserializer): grpcio answers a body it cannot
     # deserialize with INTERNAL, OTLP wants INVALID_ARGUMENT, so we parse it ourselves.
     def export(body: bytes, context: grpc.ServicerContext) -> Any:
         try:
-            return accept(pipeline, parse_protobuf(body))
+            return accept_body(body)
         except RequestError as e:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         except Overloaded as e:
             # UNAVAILABLE is the retryable code of the OTLP spec: the exporter sends again
-            context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
-
-    return export
-
-
-def _export_logs(pipeline: Pipeline) -> Any:
-    # as _export: raw bytes, parsed here so a bad body is INVALID_ARGUMENT
-    def export(body: bytes, context: grpc.ServicerContext) -> Any:
-        try:
-            return accept_logs(pipeline, parse_logs_protobuf(body))
-        except RequestError as e:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        except Overloaded as e:
             context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
 
     return export
@@ -91,12 +79,12 @@ def start_grpc(address: str, pipeline: Pipeline, config: Config) -> tuple[Any, s
         maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
     )
     handler = grpc.unary_unary_rpc_method_handler(
-        _export(pipeline),
+        _export(lambda body: accept(pipeline, parse_protobuf(body))),
         request_deserializer=None,
         response_serializer=ExportTraceServiceResponse.SerializeToString,
     )
     logs = grpc.unary_unary_rpc_method_handler(
-        _export_logs(pipeline),
+        _export(lambda body: accept_logs(pipeline, parse_logs_protobuf(body))),
         request_deserializer=None,
         response_serializer=ExportLogsServiceResponse.SerializeToString,
     )
