@@ -82,6 +82,21 @@ class Metric:
         return f"{self.name}_count"
 
 
+def _health_counter(
+    name: str, help: str, label: str, values: tuple[str, ...], note: str = ""
+) -> Metric:
+    """A self-health counter by one closed label, each value's series present at 0 from the
+    start."""
+    return Metric(name, "counter", help, (label,), values={label: values}, at_zero=True, note=note)
+
+
+def _calls_counter(name: str, help: str) -> Metric:
+    """A per-turn counter of tool calls, by tool and error class."""
+    labels = (*TURN_LABELS, "tool", "error_class")
+    values = {"error_class": ERROR_CLASS_VALUES}
+    return Metric(name, "counter", help, labels, values=values, section=PER_TURN)
+
+
 TURN_MAX_ATTEMPTS = Metric(
     "loopwatch_turn_max_attempts",
     "histogram",
@@ -154,21 +169,11 @@ LOOPS = Metric(
     "failing streak over more than one key reached its threshold (the error class of its "
     "failures).",
 )
-TOOL_CALLS = Metric(
-    "loopwatch_tool_calls_total",
-    "counter",
-    "Tool calls (error_class ok on success).",
-    (*TURN_LABELS, "tool", "error_class"),
-    values={"error_class": ERROR_CLASS_VALUES},
-    section=PER_TURN,
-)
-REPEAT_CALLS = Metric(
+
+TOOL_CALLS = _calls_counter("loopwatch_tool_calls_total", "Tool calls (error_class ok on success).")
+REPEAT_CALLS = _calls_counter(
     "loopwatch_repeat_calls_total",
-    "counter",
     "Tool calls past the first of their attempt key: the duplicates.",
-    (*TURN_LABELS, "tool", "error_class"),
-    values={"error_class": ERROR_CLASS_VALUES},
-    section=PER_TURN,
 )
 OVER_CAP_SECONDS = Metric(
     "loopwatch_over_cap_seconds_total",
@@ -217,22 +222,15 @@ TOOL_VERSION_FIRST_SEEN = Metric(
     ("service", "tool", "tool_version"),
     section=CHANGE,
 )
-SPANS = Metric(
-    "loopwatch_spans_total",
-    "counter",
-    "Spans read, by kind (tool, agent, llm, other).",
-    ("kind",),
-    values={"kind": SPAN_KINDS},
-    at_zero=True,
+SPANS = _health_counter(
+    "loopwatch_spans_total", "Spans read, by kind (tool, agent, llm, other).", "kind", SPAN_KINDS
 )
-SPANS_DROPPED = Metric(
+SPANS_DROPPED = _health_counter(
     "loopwatch_spans_dropped_total",
-    "counter",
     "Spans not used, by reason.",
-    ("reason",),
-    values={"reason": DROP_REASONS},
-    at_zero=True,
-    note="invalid_id counts in `loopwatch serve` only.",
+    "reason",
+    DROP_REASONS,
+    "invalid_id counts in `loopwatch serve` only.",
 )
 QUEUE_SPANS = Metric(
     "loopwatch_queue_spans",
@@ -258,14 +256,12 @@ OPEN_TURNS = Metric(
     "Traces buffered, waiting for their turn to end.",
     at_zero=True,
 )
-TURNS_EVICTED = Metric(
+TURNS_EVICTED = _health_counter(
     "loopwatch_turns_evicted_total",
-    "counter",
     "Turns finalized before their root span ended, by reason (idle, capacity, shutdown).",
-    ("reason",),
-    values={"reason": EVICT_REASONS},
-    at_zero=True,
-    note="memory: the span buffer's byte budget was reached.",
+    "reason",
+    EVICT_REASONS,
+    "memory: the span buffer's byte budget was reached.",
 )
 LATE_SPANS = Metric(
     "loopwatch_late_spans_total",
@@ -275,24 +271,20 @@ LATE_SPANS = Metric(
 )
 LOOP_SPANS_PER_TURN_BOUND = "per_turn_bound"
 LOOP_SPANS_EXPORT_FAILED = "export_failed"
-LOOP_SPANS_DROPPED = Metric(
+LOOP_SPANS_DROPPED = _health_counter(
     "loopwatch_loop_spans_dropped_total",
-    "counter",
     "Loop spans not sent, by reason.",
-    ("reason",),
-    values={"reason": (LOOP_SPANS_PER_TURN_BOUND, LOOP_SPANS_EXPORT_FAILED)},
-    at_zero=True,
-    note="per_turn_bound: loops of one turn past `loop_spans.per_turn`. export_failed: spans "
+    "reason",
+    (LOOP_SPANS_PER_TURN_BOUND, LOOP_SPANS_EXPORT_FAILED),
+    "per_turn_bound: loops of one turn past `loop_spans.per_turn`. export_failed: spans "
     "`serve` or `replay --export-otlp` could not deliver to the OTLP endpoint (a full queue "
     "included).",
 )
-LABEL_OVERFLOW = Metric(
+LABEL_OVERFLOW = _health_counter(
     "loopwatch_label_overflow_total",
-    "counter",
     "Label values replaced by 'other' because the label reached its bound.",
-    ("label",),
-    values={"label": SPAN_LABELS},
-    at_zero=True,
+    "label",
+    SPAN_LABELS,
 )
 CALLS_WITHOUT_ARGUMENTS = Metric(
     "loopwatch_calls_without_arguments_total",
@@ -301,15 +293,13 @@ CALLS_WITHOUT_ARGUMENTS = Metric(
     "only; a successful one never counts as a repeat).",
     ("service", "tool"),
 )
-MESSAGES_MALFORMED = Metric(
+MESSAGES_MALFORMED = _health_counter(
     "loopwatch_messages_malformed_total",
-    "counter",
     "What model calls' messages held that loopwatch could not read as it is, where it reads "
     "tool calls from messages (no span executes the tools).",
-    ("reason",),
-    values={"reason": MALFORMED_REASONS},
-    at_zero=True,
-    note="unreadable_history: a history that is not a message list (truncated, not JSON, over "
+    "reason",
+    MALFORMED_REASONS,
+    "unreadable_history: a history that is not a message list (truncated, not JSON, over "
     "8 MiB): that model call's calls are not seen. result_without_call: a tool result that "
     "answers no call in its history. call_without_id: a requested call with no id or one "
     "another call of the history also carries (the Gemini API has none), joined by its turn, "
@@ -376,15 +366,13 @@ _COUNTED = (
     AGENT_LOOP_DETECTIONS,
     LOG_RECORDS,
 )
-SERIES_OVERFLOW = Metric(
+SERIES_OVERFLOW = _health_counter(
     "loopwatch_series_overflow_total",
-    "counter",
     "Observations recorded in a family's overflow series (span-derived labels 'other') "
     "because the family reached its series budget.",
-    ("metric",),
-    values={"metric": tuple(m.name for m in _COUNTED if m.budgeted)},
-    at_zero=True,
-    note="One series per family with span-derived labels.",
+    "metric",
+    tuple(m.name for m in _COUNTED if m.budgeted),
+    "One series per family with span-derived labels.",
 )
 HTTP_CONNECTIONS_REFUSED = Metric(
     "loopwatch_http_connections_refused_total",
