@@ -7,8 +7,6 @@ hash would let every duplicate through.
 
 from __future__ import annotations
 
-import logging
-import threading
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -17,10 +15,11 @@ from typing import Any, Literal, TypeVar
 
 from opentelemetry.trace import TracerProvider
 
-from loopwatch.core.config import ON_STORE_ERROR, Config
+from loopwatch.core.config import Config
 from loopwatch.guards.decision_spans import SpanMode, record_decision
 from loopwatch.guards.idempotency import _default_config, idempotency_key
 from loopwatch.guards.outcome import outcome_of
+from loopwatch.guards.store_errors import ALLOWED, DENIED, NOT_STORED, StoreErrors, store_settings
 from loopwatch.guards.stores import GuardStore, Outcome, StoreError, open_store
 from loopwatch.guards.terminal import (
     STORE_UNCHECKED,
@@ -33,10 +32,6 @@ from loopwatch.guards.terminal import (
 )
 
 T = TypeVar("T")
-_log = logging.getLogger(__name__)
-# store_errors keys: calls run or refused because the store could not be reached, and
-# outcomes that could not be written to it
-ALLOWED, DENIED, NOT_STORED = "allowed", "denied", "not_stored"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,31 +93,20 @@ class IdempotencyArbiter:
     store: str | GuardStore | None = None
     lease_seconds: float | None = None
     on_store_error: Literal["allow", "deny"] | None = None
-    # calls that met an unreachable store, by ALLOWED / DENIED / NOT_STORED
-    store_errors: Counter[str] = field(default_factory=Counter, init=False)
     _store: GuardStore = field(init=False)
     _lease: float = field(init=False)
-    _policy: str = field(init=False)
-    _warned: bool = field(default=False, init=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _errors: StoreErrors = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.window_seconds <= 0:
-            raise ValueError(f"window_seconds must be > 0, got {self.window_seconds!r}")
+        settings = self.config if self.config is not None else _default_config()
+        self._lease, policy = store_settings(
+            settings, self.window_seconds, self.lease_seconds, self.on_store_error
+        )
         if self.max_keys < 1:
             raise ValueError(f"max_keys must be >= 1, got {self.max_keys!r}")
         if self.circuit_after is not None and self.circuit_after < 0:
             raise ValueError(f"circuit_after must be >= 0 or None, got {self.circuit_after!r}")
-        settings = self.config if self.config is not None else _default_config()
-        self._lease = (
-            self.lease_seconds if self.lease_seconds is not None else settings.guards_lease_seconds
-        )
-        if self._lease <= 0:
-            raise ValueError(f"lease_seconds must be > 0, got {self._lease!r}")
-        policy = self.on_store_error or settings.guards_on_store_error
-        if policy not in ON_STORE_ERROR:
-            raise ValueError(f"on_store_error must be allow or deny, got {policy!r}")
-        self._policy = policy
+        self._errors = StoreErrors(policy, "guard", "calls", "refused")
         store = self.store if self.store is not None else settings.guards_store
         self._store = (
             open_store(store, self.max_keys, self.clock) if isinstance(store, str) else store
@@ -130,6 +114,11 @@ class IdempotencyArbiter:
 
     def __len__(self) -> int:
         return len(self._store)
+
+    @property
+    def store_errors(self) -> Counter[str]:
+        """Calls that met an unreachable store, by ALLOWED / DENIED / NOT_STORED."""
+        return self._errors.counts
 
     @property
     def evicted(self) -> int:
@@ -140,19 +129,6 @@ class IdempotencyArbiter:
         """Close the store's connections (a later call opens them again)."""
         self._store.close()
 
-    def _store_error(self, what: str, error: StoreError) -> None:
-        with self._lock:
-            self.store_errors[what] += 1
-            warned, self._warned = self._warned, True
-        if not warned:  # once per arbiter: a store down for an hour must not flood the log
-            _log.warning(
-                "loopwatch guard store unreachable (%s); on_store_error=%s: calls it cannot "
-                "check are %s until it answers again (counted in store_errors)",
-                error,
-                self._policy,
-                "run unguarded" if self._policy == "allow" else "refused",
-            )
-
     def admit(self, tool: str, arguments: Any) -> Admitted | Replay | TerminalResult:
         """Decide one call: run it, replay the first outcome, or a terminal result."""
         key = idempotency_key(tool, arguments, self.config)
@@ -160,12 +136,12 @@ class IdempotencyArbiter:
         try:
             claim = self._store.claim(key, token, self._lease, self.window_seconds)
         except StoreError as e:
-            if self._policy == "allow":
-                self._store_error(ALLOWED, e)
+            if self._errors.policy == "allow":
+                self._errors.met(ALLOWED, e)
                 # on the call's own span when traced: it runs, so it is an attempt as well
                 record_decision(tool, STORE_UNCHECKED, self.span_mode, self.tracer_provider)
                 return Admitted(tool, key, 0.0)
-            self._store_error(DENIED, e)
+            self._errors.met(DENIED, e)
             refused = store_unavailable(tool)
             record_decision(tool, refused.decision, self.span_mode, self.tracer_provider)
             return refused
@@ -198,7 +174,7 @@ class IdempotencyArbiter:
             self._store.finish(admitted.key, admitted.token, Outcome(error_class, result, error))
         except StoreError as e:
             # the duplicates of this key get in-progress answers until its lease ends
-            self._store_error(NOT_STORED, e)
+            self._errors.met(NOT_STORED, e)
 
     def call(self, tool: str, arguments: Any, fn: Callable[[], T]) -> T | TerminalResult | Any:
         """Run ``fn`` once per identity key within the window."""

@@ -10,7 +10,6 @@ processes and hosts (loopwatch.guards.breaker_counts).
 from __future__ import annotations
 
 import contextvars
-import logging
 import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
@@ -20,7 +19,7 @@ from typing import Any, Literal, TypeVar
 
 from opentelemetry.trace import TracerProvider
 
-from loopwatch.core.config import ON_STORE_ERROR, Config
+from loopwatch.core.config import Config
 from loopwatch.core.declarations import ROWS, ToolDeclaration
 from loopwatch.core.effects import READ, effect_of, written_arguments
 from loopwatch.core.fingerprint import NOT_KNOWN
@@ -31,6 +30,7 @@ from loopwatch.guards import breaker_counts
 from loopwatch.guards.breaker_counts import Ask, Done, TurnCounts, Verdict, scope_key
 from loopwatch.guards.decision_spans import SpanMode, record_decision
 from loopwatch.guards.outcome import outcome_of
+from loopwatch.guards.store_errors import ALLOWED, DENIED, NOT_STORED, StoreErrors, store_settings
 from loopwatch.guards.stores import CountStore, StoreError, open_counts
 from loopwatch.guards.terminal import (
     IN_FLIGHT,
@@ -43,10 +43,6 @@ from loopwatch.guards.terminal import (
 )
 
 T = TypeVar("T")
-_log = logging.getLogger(__name__)
-# store_errors keys, as the arbiter's: calls run or refused because the store could not be
-# reached, and outcomes that could not be written to it
-ALLOWED, DENIED, NOT_STORED = "allowed", "denied", "not_stored"
 
 
 @dataclass(eq=False)
@@ -55,10 +51,7 @@ class _Shared:
 
     counts: CountStore
     lease_seconds: float
-    policy: str
-    errors: Counter[str] = field(default_factory=Counter)
-    warned: bool = False
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    errors: StoreErrors
 
 
 @dataclass(frozen=True)
@@ -102,27 +95,22 @@ class LoopBreaker:
             low = 0 if name == "cap" else 1
             if value is not None and (isinstance(value, bool) or value < low):
                 raise ValueError(f"LoopBreaker {name} must be an integer >= {low}, got {value!r}")
-        if self.window_seconds <= 0:
-            raise ValueError(f"window_seconds must be > 0, got {self.window_seconds!r}")
+        lease, policy = store_settings(
+            self.config, self.window_seconds, self.lease_seconds, self.on_store_error
+        )
         if self.max_scopes < 1:
             raise ValueError(f"max_scopes must be >= 1, got {self.max_scopes!r}")
-        lease = self.lease_seconds
-        lease = lease if lease is not None else self.config.guards_lease_seconds
-        if lease <= 0:
-            raise ValueError(f"lease_seconds must be > 0, got {lease!r}")
-        policy = self.on_store_error or self.config.guards_on_store_error
-        if policy not in ON_STORE_ERROR:
-            raise ValueError(f"on_store_error must be allow or deny, got {policy!r}")
+        errors = StoreErrors(policy, "breaker", "calls of scoped turns", "stopped")
         store = self.store if self.store is not None else self.config.guards_store
         if isinstance(store, str):
             store = open_counts(store, self.max_scopes, self.clock)
-        object.__setattr__(self, "_shared", _Shared(store, lease, policy))
+        object.__setattr__(self, "_shared", _Shared(store, lease, errors))
 
     @property
     def store_errors(self) -> Counter[str]:
         """Calls of scoped turns that met an unreachable store, by ALLOWED / DENIED /
         NOT_STORED (as the arbiter's ``store_errors``)."""
-        return self._shared.errors
+        return self._shared.errors.counts
 
     @property
     def evicted(self) -> int:
@@ -132,20 +120,6 @@ class LoopBreaker:
     def close(self) -> None:
         """Close the store's connections (a later call opens them again)."""
         self._shared.counts.close()
-
-    def _store_error(self, what: str, error: StoreError) -> None:
-        shared = self._shared
-        with shared.lock:
-            shared.errors[what] += 1
-            warned, shared.warned = shared.warned, True
-        if not warned:  # once per breaker: a store down for an hour must not flood the log
-            _log.warning(
-                "loopwatch breaker store unreachable (%s); on_store_error=%s: calls of scoped "
-                "turns it cannot check are %s until it answers again (counted in store_errors)",
-                error,
-                shared.policy,
-                "run unguarded" if shared.policy == "allow" else "stopped",
-            )
 
     def _counts(self, scope: str | None) -> TurnCounts:
         if scope is None:
@@ -266,12 +240,13 @@ class BreakerTurn:
     def _unchecked(self, tool: str, error: StoreError) -> TerminalResult | None:
         """The store could not be reached: the breaker's on_store_error decides."""
         b = self.breaker
-        if b._shared.policy == "allow":
-            b._store_error(ALLOWED, error)
+        errors = b._shared.errors
+        if errors.policy == "allow":
+            errors.met(ALLOWED, error)
             # on the call's own span when traced: it runs, so it is an attempt as well
             record_decision(tool, STORE_UNCHECKED, b.span_mode, b.tracer_provider)
             return None
-        b._store_error(DENIED, error)
+        errors.met(DENIED, error)
         return store_unavailable(tool)
 
     def _stop(self, pending: Pending, verdict: Verdict) -> TerminalResult | None:
@@ -330,7 +305,7 @@ class BreakerTurn:
             self._counts.record(done)
         except StoreError as e:
             # its reservation stays in flight until its lease ends
-            self.breaker._store_error(NOT_STORED, e)
+            self.breaker._shared.errors.met(NOT_STORED, e)
         return key
 
     def call(self, tool: str, arguments: Any, fn: Callable[[], T]) -> T | TerminalResult:
