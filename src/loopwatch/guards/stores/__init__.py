@@ -3,8 +3,10 @@ processes of one host), ``redis://host:port/db`` (several hosts)."""
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable
+from typing import Any, cast
 
 from loopwatch.core.config import check_store_url
 from loopwatch.guards.stores.base import Claim, GuardStore, Outcome, StoreError
@@ -33,29 +35,46 @@ def open_store(
 ) -> GuardStore:
     """The store ``url`` names. ``clock``: seconds (memory: monotonic by default; SQLite: wall
     clock by default, shared by the host's processes; Redis uses the server's clock)."""
-    check_store_url(url)
-    if url == "memory":
-        return MemoryStore(max_keys, clock or time.monotonic)
-    if url.startswith("sqlite:///"):
-        from loopwatch.guards.stores.sqlite_store import SqliteStore
-
-        return SqliteStore(url[len("sqlite:///") :], max_keys, clock or time.time)
-    from loopwatch.guards.stores.redis_store import RedisStore
-
-    return RedisStore(url)
+    return cast(GuardStore, _open(url, max_keys, clock, _GUARD_STORES))
 
 
 def open_counts(
     url: str, max_scopes: int = 10_000, clock: Callable[[], float] | None = None
 ) -> CountStore:
     """The loop breaker's counts in the store ``url`` names (clocks as in :func:`open_store`)."""
+    return cast(CountStore, _open(url, max_scopes, clock, _COUNT_STORES))
+
+
+# (module, class) of each backend, memory, SQLite and Redis, of the guard stores and of the
+# breaker's counts: a backend's module is imported only when a URL names it (the Redis client
+# is needed only where Redis is)
+_GUARD_STORES = (
+    ("memory_store", "MemoryStore"),
+    ("sqlite_store", "SqliteStore"),
+    ("redis_store", "RedisStore"),
+)
+_COUNT_STORES = (
+    ("memory_counts", "MemoryCounts"),
+    ("sqlite_counts", "SqliteCounts"),
+    ("redis_counts", "RedisCounts"),
+)
+_SQLITE = "sqlite:///"
+
+
+def _open(
+    url: str,
+    bound: int,
+    clock: Callable[[], float] | None,
+    backends: tuple[tuple[str, str], ...],
+) -> object:
     check_store_url(url)
     if url == "memory":
-        return MemoryCounts(max_scopes, clock or time.monotonic)
-    if url.startswith("sqlite:///"):
-        from loopwatch.guards.stores.sqlite_counts import SqliteCounts
+        return _backend(backends[0])(bound, clock or time.monotonic)
+    if url.startswith(_SQLITE):
+        return _backend(backends[1])(url[len(_SQLITE) :], bound, clock or time.time)
+    return _backend(backends[2])(url)
 
-        return SqliteCounts(url[len("sqlite:///") :], max_scopes, clock or time.time)
-    from loopwatch.guards.stores.redis_counts import RedisCounts
 
-    return RedisCounts(url)
+def _backend(named: tuple[str, str]) -> Any:
+    module, name = named
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -4,10 +4,9 @@ write transaction (``BEGIN IMMEDIATE``), so a check and its reservation are atom
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 
 from loopwatch.guards.stores.counts_base import Change, kept_on_overflow, merged
-from loopwatch.guards.stores.sqlite_file import SWEEP_EVERY, SqliteFile, write_transaction
+from loopwatch.guards.stores.sqlite_file import SqliteFile
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS loopwatch_breaker_scopes (
@@ -26,15 +25,10 @@ CREATE TABLE IF NOT EXISTS loopwatch_breaker_fields (
 
 
 class SqliteCounts(SqliteFile):
-    """Scopes in one SQLite file; at most ``max_scopes`` after each sweep (oldest dropped)."""
+    """Scopes in one SQLite file; at most ``bound`` after each sweep (oldest dropped)."""
 
     SCHEMA = _SCHEMA
     COUNTED_TABLE = "loopwatch_breaker_scopes"
-
-    def __init__(self, path: str, max_scopes: int, clock: Callable[[], float]) -> None:
-        super().__init__(path, clock)
-        self.max_scopes = max_scopes
-        self._updates = 0
 
     def update(
         self, scope: str, fields: tuple[str, ...], window_seconds: float, change: Change
@@ -51,10 +45,7 @@ class SqliteCounts(SqliteFile):
         change: Change,
     ) -> None:
         now = self.clock()
-        with write_transaction(conn):
-            self._updates += 1
-            if self._updates % SWEEP_EVERY == 1:
-                self._sweep(conn, now)
+        with self._writing(conn, now):
             row = conn.execute(
                 "SELECT expires_at FROM loopwatch_breaker_scopes WHERE scope = ?", (scope,)
             ).fetchone()
@@ -120,7 +111,7 @@ class SqliteCounts(SqliteFile):
             for (s,) in conn.execute(
                 "SELECT scope FROM loopwatch_breaker_scopes ORDER BY expires_at DESC"
                 " LIMIT -1 OFFSET ?",
-                (self.max_scopes - 1,),  # room for the scope about to be written
+                (self.bound - 1,),  # room for the scope about to be written
             ).fetchall()
         ]
         for s in over:

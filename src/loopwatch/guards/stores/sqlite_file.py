@@ -47,19 +47,34 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
 
 
 class SqliteFile:
-    """The file and its connection; a store names its schema and the table ``len`` counts."""
+    """The file and its connection; a store names its schema, the table ``len`` counts, and
+    how a sweep deletes expired rows and keeps at most ``bound``."""
 
     SCHEMA: ClassVar[str]
     COUNTED_TABLE: ClassVar[str]
 
-    def __init__(self, path: str, clock: Callable[[], float]) -> None:
+    def __init__(self, path: str, bound: int, clock: Callable[[], float]) -> None:
         self.path = path
         self.url = f"sqlite:///{path}"
+        self.bound = bound
         self.clock = clock  # wall-clock seconds: every process of the host must agree on it
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
+        self._writes = 0
         self._evicted = 0
+
+    def _sweep(self, conn: sqlite3.Connection, now: float) -> None:
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def _writing(self, conn: sqlite3.Connection, now: float) -> Iterator[None]:
+        """A write transaction; every SWEEP_EVERY-th of this process sweeps first."""
+        with write_transaction(conn):
+            self._writes += 1
+            if self._writes % SWEEP_EVERY == 1:
+                self._sweep(conn, now)
+            yield
 
     def _connection(self) -> sqlite3.Connection:
         # a forked worker (gunicorn --preload) must not share its parent's connection

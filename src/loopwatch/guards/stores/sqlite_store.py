@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 
 from loopwatch.guards.stores import outcome_json
 from loopwatch.guards.stores.base import Claim, Outcome
-from loopwatch.guards.stores.sqlite_file import SWEEP_EVERY, SqliteFile, write_transaction
+from loopwatch.guards.stores.sqlite_file import SqliteFile
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS loopwatch_guard_keys (
@@ -24,15 +23,10 @@ CREATE INDEX IF NOT EXISTS loopwatch_guard_keys_expiry ON loopwatch_guard_keys (
 
 
 class SqliteStore(SqliteFile):
-    """Keys in one SQLite file; at most ``max_keys`` rows after each sweep (oldest dropped)."""
+    """Keys in one SQLite file; at most ``bound`` rows after each sweep (oldest dropped)."""
 
     SCHEMA = _SCHEMA
     COUNTED_TABLE = "loopwatch_guard_keys"
-
-    def __init__(self, path: str, max_keys: int, clock: Callable[[], float]) -> None:
-        super().__init__(path, clock)
-        self.max_keys = max_keys
-        self._claims = 0
 
     def claim(self, key: str, token: str, lease_seconds: float, window_seconds: float) -> Claim:
         with self._locked() as conn:
@@ -48,10 +42,7 @@ class SqliteStore(SqliteFile):
     ) -> Claim:
         now = self.clock()
         # IMMEDIATE: the write lock is taken before reading, so no two processes claim one key
-        with write_transaction(conn):
-            self._claims += 1
-            if self._claims % SWEEP_EVERY == 1:
-                self._sweep(conn, now)
+        with self._writing(conn, now):
             inserted = conn.execute(
                 "INSERT INTO loopwatch_guard_keys (key, token, first_at, lease_until, expires_at)"
                 " VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
@@ -86,7 +77,7 @@ class SqliteStore(SqliteFile):
         over = conn.execute(
             "DELETE FROM loopwatch_guard_keys WHERE key IN (SELECT key FROM loopwatch_guard_keys"
             " ORDER BY first_at DESC LIMIT -1 OFFSET ?)",
-            (self.max_keys - 1,),  # room for the claim about to be made
+            (self.bound - 1,),  # room for the claim about to be made
         ).rowcount
         self._evicted += max(over, 0)
 
