@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from loopwatch.conventions.genai import GENAI
 from loopwatch.conventions.payloads import parse_text
-from loopwatch.core.effects import learn_tool_list
+from loopwatch.core.effects import learn_tool_list, tool_function
 from loopwatch.core.identity import short_hash
 
 # An agent sends the same tool definitions with every model call: their hashes are kept, keyed
@@ -60,10 +60,9 @@ def _read_tool_versions(attrs: Mapping[str, Any]) -> tuple[tuple[str, str], ...]
         index += 1
     learn_tool_list(definitions)
     for d in definitions:
-        if not isinstance(d, dict):
+        fn = tool_function(d)
+        if fn is None:
             continue
-        inner = d.get("function")
-        fn: dict[str, Any] = inner if isinstance(inner, dict) else d
         name, description = fn.get("name"), fn.get("description")
         if isinstance(name, str) and isinstance(description, str) and description:
             found[name] = short_hash(description, 8)

@@ -251,15 +251,24 @@ class _Effects:
 _EFFECTS: Final = _Effects()
 
 
+def tool_function(definition: Any) -> Mapping[str, Any] | None:
+    """A tool definition's function (its name, description, parameters): nested under
+    ``function`` (OpenAI's function tools) or the definition itself; None for a definition that
+    is not a mapping."""
+    if not isinstance(definition, Mapping):
+        return None
+    inner = definition.get("function")
+    return inner if isinstance(inner, Mapping) else definition
+
+
 def learn_tool_list(tools: Iterable[Any]) -> None:
     """Remember the effects that MCP tool annotations give (``tools/list`` entries, or tool
     definitions carrying ``annotations``); nothing else of a definition is read here."""
     learned: dict[str, tuple[str, str]] = {}
     for d in tools:
-        if not isinstance(d, Mapping):
+        fn = tool_function(d)
+        if fn is None:
             continue
-        inner = d.get("function")
-        fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else d
         name, annotations = fn.get("name"), fn.get("annotations")
         if isinstance(name, str) and len(name) <= _WORD_CHARS and isinstance(annotations, Mapping):
             effect = annotated_effect(annotations)
