@@ -372,30 +372,37 @@ def _why(what: str, error: OSError) -> str:
 
 
 # -- the files' records --------------------------------------------------------------------------
-def _read_fragment(f: IO[bytes]) -> tuple[int, bytes, bytes] | None:
-    header = f.read(_FRAGMENT.size)
+def _read_record(
+    f: IO[bytes], layout: struct.Struct
+) -> tuple[tuple[int, ...], bytes, bytes] | None:
+    """The next record of a file in ``layout`` (both hold the payload's size fourth): its header's
+    fields, the header, the payload; None at the end of the file."""
+    header = f.read(layout.size)
     if not header:
         return None
-    if len(header) < _FRAGMENT.size:
+    if len(header) < layout.size:
         raise OSError(0, "a temporary file was cut short")
-    high, low, _, size, _ = _FRAGMENT.unpack(header)
-    blob = f.read(size)
-    if len(blob) < size:
+    fields = layout.unpack(header)
+    payload = f.read(fields[3])
+    if len(payload) < fields[3]:
         raise OSError(0, "a temporary file was cut short")
-    return high << 64 | low, header, blob
+    return fields, header, payload
+
+
+def _read_fragment(f: IO[bytes]) -> tuple[int, bytes, bytes] | None:
+    record = _read_record(f, _FRAGMENT)
+    if record is None:
+        return None
+    fields, header, blob = record
+    return fields[0] << 64 | fields[1], header, blob
 
 
 def _read_trace(f: IO[bytes]) -> tuple[int, int, bytes] | None:
-    header = f.read(_TRACE.size)
-    if not header:
+    record = _read_record(f, _TRACE)
+    if record is None:
         return None
-    if len(header) < _TRACE.size:
-        raise OSError(0, "a temporary file was cut short")
-    first, high, low, size = _TRACE.unpack(header)
-    payload = f.read(size)
-    if len(payload) < size:
-        raise OSError(0, "a temporary file was cut short")
-    return first, high << 64 | low, payload
+    fields, _, payload = record
+    return fields[0], fields[1] << 64 | fields[2], payload
 
 
 def _by_trace(datas: Sequence[bytes | bytearray]) -> Iterator[tuple[int, int, list[bytes]]]:
