@@ -21,11 +21,11 @@ from loopwatch.core.config import Config
 from loopwatch.core.words import counted
 from loopwatch.history.by_trace import GroupingError
 from loopwatch.history.replay import (
+    EXIT_UNREADABLE,
     ReplayResult,
     add_input_arguments,
+    command,
     input_lines,
-    load,
-    own_process,
     run_replay,
     stdout_gone,
 )
@@ -41,7 +41,6 @@ from loopwatch.history.report import (
 DEFAULT_ALPHA = 0.05
 EXIT_NEUTRAL = 0
 EXIT_REGRESSION = 1
-EXIT_UNREADABLE = 2
 TEST_NAME = "one-sided Fisher exact test per tool, error class and kind, Bonferroni-corrected"
 TOOL, AGENT, ALL = "tool", "agent", "all"  # what a baseline share is measured on
 
@@ -402,15 +401,7 @@ def _side(name: str, path: str, config: Config, forced: str) -> ReplayResult:
     return outcome
 
 
-def run(args: argparse.Namespace) -> int:
-    with own_process():
-        return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
-    config = load(args, "compare")
-    if config is None:
-        return EXIT_UNREADABLE
+def _run(args: argparse.Namespace, config: Config) -> int:
     if not 0 < args.alpha < 1:
         print("loopwatch compare: --alpha must be between 0 and 1", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -436,6 +427,9 @@ def _run(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # `| head`: the reader has what it wanted
         stdout_gone()
         return code
+
+
+run = command("compare", _run)
 
 
 def _write(

@@ -249,6 +249,20 @@ def load(args: argparse.Namespace, command: str) -> Config | None:
         return None
 
 
+def command(
+    name: str, body: Callable[[argparse.Namespace, Config], int]
+) -> Callable[[argparse.Namespace], int]:
+    """``loopwatch NAME``'s run: ``body`` with the config loaded (exit 2 when it cannot be),
+    in the collector settings of :func:`own_process`."""
+
+    def run(args: argparse.Namespace) -> int:
+        with own_process():
+            config = load(args, name)
+            return EXIT_UNREADABLE if config is None else body(args, config)
+
+    return run
+
+
 def input_lines(outcome: ReplayResult, name: str = "") -> list[str]:
     """What the reader met, for stderr: problems by file and line, traces without a root."""
     stats, replay, report = outcome.stats, outcome.replay, outcome.report
@@ -317,15 +331,7 @@ def own_process() -> Iterator[None]:
         gc.set_threshold(*thresholds)
 
 
-def run(args: argparse.Namespace) -> int:
-    with own_process():
-        return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
-    config = load(args, "replay")
-    if config is None:
-        return EXIT_UNREADABLE
+def _run(args: argparse.Namespace, config: Config) -> int:
     if not args.interval > 0:
         print("loopwatch replay: --interval must be more than 0 seconds", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -380,6 +386,9 @@ def _run(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # `| head`: the reader has what it wanted
         stdout_gone()
     return EXIT_OK
+
+
+run = command("replay", _run)
 
 
 class LostLoopSpans:
