@@ -312,16 +312,10 @@ class Turn:
         self._exit(exc)
 
     async def __aenter__(self) -> Turn:
-        self._enter()
-        return self
+        return self.__enter__()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._exit(exc)
+    async def __aexit__(self, *exc_info: Any) -> None:
+        self.__exit__(*exc_info)  # as the sync exit: nothing here awaits
 
     def __call__(self, fn: F) -> F:
         agent = self._agent
