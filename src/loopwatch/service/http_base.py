@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from tornado import httputil
 from tornado.httpserver import HTTPServer
@@ -30,6 +30,7 @@ from loopwatch.service.addresses import BindError, join_address, split_address
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+F = TypeVar("F", bound="Front")
 
 # Linux caps the backlog at net.core.somaxconn (4096 by default since 5.4).
 BACKLOG = 4096
@@ -51,18 +52,19 @@ class Limits:
     body_timeout_seconds: float  # the whole body, from the end of the headers
 
 
-class Request(httputil.HTTPMessageDelegate):
-    """One request on one connection. Subclasses implement ``received`` (start line and
-    headers), ``data_received``, ``complete`` (the body is in) and ``closed``; ``respond``
-    answers once. Every callback runs on the endpoint's event loop."""
+class Request(httputil.HTTPMessageDelegate, Generic[F]):
+    """One request on one connection, of the endpoint ``front``. Subclasses implement
+    ``received`` (start line and headers), ``data_received``, ``complete`` (the body is in) and
+    ``closed``; ``respond`` answers once. Every callback runs on the endpoint's event loop."""
 
-    def __init__(self, connection: httputil.HTTPConnection, body_timeout: float) -> None:
+    def __init__(self, front: F, connection: httputil.HTTPConnection) -> None:
+        self.front = front
         self.connection = connection
         self.method = ""
         self.path = ""
         self.headers = httputil.HTTPHeaders()
         self.answered = False
-        self._body_timeout = body_timeout
+        self._body_timeout = front.body_timeout
         self._deadline: asyncio.TimerHandle | None = None
 
     # -- tornado's side ---------------------------------------------------------------------------
@@ -166,10 +168,12 @@ class Workers:
 
 class Front(httputil.HTTPServerConnectionDelegate):
     """What the requests of one endpoint share: worker threads for slow calls, and the answers
-    being worked on. Subclasses make each request's Request in ``start_request``."""
+    being worked on, the body deadline. Subclasses make each request's Request in
+    ``start_request``."""
 
-    def __init__(self, workers: int, name: str) -> None:
+    def __init__(self, workers: int, name: str, body_timeout: float) -> None:
         self.workers = Workers(workers, name)
+        self.body_timeout = body_timeout
         self._answering: set[asyncio.Task[None]] = set()
 
     def spawn(self, answer: Coroutine[Any, Any, None]) -> None:

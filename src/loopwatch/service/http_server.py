@@ -159,10 +159,9 @@ class OtlpFront(Front):
     """What every OTLP/HTTP request shares: the pipeline, the limits, the bytes held."""
 
     def __init__(self, pipeline: Pipeline, max_request_bytes: int, body_timeout: float) -> None:
-        super().__init__(DECODE_THREADS, "loopwatch-http")
+        super().__init__(DECODE_THREADS, "loopwatch-http", body_timeout)
         self.pipeline = pipeline
         self.limit = max_request_bytes
-        self.body_timeout = body_timeout
         self.buffer_budget = max(4 * max_request_bytes, MIN_BUFFER_BYTES)
         self.buffered = 0  # body bytes held now, across connections
 
@@ -172,10 +171,9 @@ class OtlpFront(Front):
         return _Export(self, request_conn)
 
 
-class _Export(Request):
+class _Export(Request[OtlpFront]):
     def __init__(self, front: OtlpFront, connection: httputil.HTTPConnection) -> None:
-        super().__init__(connection, front.body_timeout)
-        self.front = front
+        super().__init__(front, connection)
         self.content_type = ""
         self.encoding = ""
         self.chunks: list[bytes] = []

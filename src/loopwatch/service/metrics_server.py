@@ -21,10 +21,10 @@ class MetricsFront(Front):
     def __init__(
         self, registry: CollectorRegistry, ready: Callable[[], str | None], body_timeout: float
     ) -> None:
-        super().__init__(1, "loopwatch-metrics")  # a large exposition is built off the loop
+        # a large exposition is built off the loop
+        super().__init__(1, "loopwatch-metrics", body_timeout)
         self.registry = registry
         self.ready = ready  # None when ready, else why not
-        self.body_timeout = body_timeout
         # scrapes that arrive while one is being built share it (per format): a scraper that
         # times out and retries does not queue exposition after exposition
         self.building: dict[str, asyncio.Future[bytes]] = {}
@@ -45,11 +45,7 @@ class MetricsFront(Front):
         return _Get(self, request_conn)
 
 
-class _Get(Request):
-    def __init__(self, front: MetricsFront, connection: httputil.HTTPConnection) -> None:
-        super().__init__(connection, front.body_timeout)
-        self.front = front
-
+class _Get(Request[MetricsFront]):
     def data_received(self, chunk: bytes) -> None:
         pass  # no endpoint here takes a body
 
