@@ -77,6 +77,20 @@ _WHY = {
     ),
 }
 
+# The rest of the answers that say the same whatever the call (after "... was not run").
+_IN_PROGRESS = (
+    ". The same request is already in progress and its outcome is not known yet. Do not retry. "
+    "Tell the user it is being processed."
+)
+_ALREADY_DONE = (
+    " again; the same request was already made. Do not retry. Report the first outcome to the user."
+)
+_STORE_UNAVAILABLE = (
+    ". Whether the same request was already made cannot be checked right now, and running it "
+    "twice could repeat its effect. Do not retry in this turn. Tell the user the request was "
+    "not sent and to try again later."
+)
+
 
 @dataclass(frozen=True, slots=True)
 class TerminalResult:
@@ -146,11 +160,7 @@ def budget_stop(tool: str, budget: int) -> TerminalResult:
 
 
 def in_progress(tool: str) -> TerminalResult:
-    rest = (
-        ". The same request is already in progress and its outcome is not known yet. Do not "
-        "retry. Tell the user it is being processed."
-    )
-    return _not_run(SUPPRESSED, tool, OK, 1, rest)
+    return _not_run(SUPPRESSED, tool, OK, 1, _IN_PROGRESS)
 
 
 def circuit_open(tool: str, error_class: str, duplicates: int) -> TerminalResult:
@@ -167,17 +177,8 @@ def circuit_open(tool: str, error_class: str, duplicates: int) -> TerminalResult
 def already_done(tool: str, error_class: str, duplicates: int) -> TerminalResult:
     """A duplicate whose first outcome is not replayed (``replay=False``, or a result another
     process could not store as JSON)."""
-    rest = (
-        " again; the same request was already made. Do not retry. Report the first outcome to "
-        "the user."
-    )
-    return _not_run(SUPPRESSED, tool, error_class, duplicates, rest)
+    return _not_run(SUPPRESSED, tool, error_class, duplicates, _ALREADY_DONE)
 
 
 def store_unavailable(tool: str) -> TerminalResult:
-    rest = (
-        ". Whether the same request was already made cannot be checked right now, and running "
-        "it twice could repeat its effect. Do not retry in this turn. Tell the user the request "
-        "was not sent and to try again later."
-    )
-    return _not_run(STORE_UNAVAILABLE, tool, "unavailable", 0, rest)
+    return _not_run(STORE_UNAVAILABLE, tool, "unavailable", 0, _STORE_UNAVAILABLE)
