@@ -33,19 +33,7 @@ class SqliteCounts(SqliteFile):
     def update(
         self, scope: str, fields: tuple[str, ...], window_seconds: float, change: Change
     ) -> None:
-        with self._locked() as conn:
-            self._update(conn, scope, fields, window_seconds, change)
-
-    def _update(
-        self,
-        conn: sqlite3.Connection,
-        scope: str,
-        fields: tuple[str, ...],
-        window_seconds: float,
-        change: Change,
-    ) -> None:
-        now = self.clock()
-        with self._writing(conn, now):
+        with self._transaction() as (conn, now):
             row = conn.execute(
                 "SELECT expires_at FROM loopwatch_breaker_scopes WHERE scope = ?", (scope,)
             ).fetchone()

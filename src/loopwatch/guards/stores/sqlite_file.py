@@ -68,13 +68,16 @@ class SqliteFile:
         raise NotImplementedError
 
     @contextlib.contextmanager
-    def _writing(self, conn: sqlite3.Connection, now: float) -> Iterator[None]:
-        """A write transaction; every SWEEP_EVERY-th of this process sweeps first."""
-        with write_transaction(conn):
-            self._writes += 1
-            if self._writes % SWEEP_EVERY == 1:
-                self._sweep(conn, now)
-            yield
+    def _transaction(self) -> Iterator[tuple[sqlite3.Connection, float]]:
+        """The connection and the clock's time, in a write transaction under this process's
+        lock (errors as in ``_locked``); every SWEEP_EVERY-th of this process sweeps first."""
+        with self._locked() as conn:
+            now = self.clock()
+            with write_transaction(conn):
+                self._writes += 1
+                if self._writes % SWEEP_EVERY == 1:
+                    self._sweep(conn, now)
+                yield conn, now
 
     def _connection(self) -> sqlite3.Connection:
         # a forked worker (gunicorn --preload) must not share its parent's connection

@@ -29,20 +29,8 @@ class SqliteStore(SqliteFile):
     COUNTED_TABLE = "loopwatch_guard_keys"
 
     def claim(self, key: str, token: str, lease_seconds: float, window_seconds: float) -> Claim:
-        with self._locked() as conn:
-            return self._claim(conn, key, token, lease_seconds, window_seconds)
-
-    def _claim(
-        self,
-        conn: sqlite3.Connection,
-        key: str,
-        token: str,
-        lease_seconds: float,
-        window_seconds: float,
-    ) -> Claim:
-        now = self.clock()
         # IMMEDIATE: the write lock is taken before reading, so no two processes claim one key
-        with self._writing(conn, now):
+        with self._transaction() as (conn, now):
             inserted = conn.execute(
                 "INSERT INTO loopwatch_guard_keys (key, token, first_at, lease_until, expires_at)"
                 " VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
