@@ -11,6 +11,7 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 from opentelemetry.trace import TracerProvider
@@ -18,7 +19,7 @@ from opentelemetry.trace import TracerProvider
 from loopwatch.core.config import Config
 from loopwatch.guards.decision_spans import SpanMode, record_decision
 from loopwatch.guards.idempotency import _default_config, idempotency_key
-from loopwatch.guards.outcome import outcome_of
+from loopwatch.guards.outcome import outcome_of, reported
 from loopwatch.guards.store_errors import ALLOWED, DENIED, NOT_STORED, StoreErrors, store_settings
 from loopwatch.guards.stores import GuardStore, Outcome, StoreError, open_store
 from loopwatch.guards.terminal import (
@@ -181,13 +182,9 @@ class IdempotencyArbiter:
         verdict = self.admit(tool, arguments)
         if not isinstance(verdict, Admitted):
             return _answer(verdict)
-        try:
-            result = fn()
-        except Exception as e:
-            self.done(verdict, error=e)
-            raise
-        self.done(verdict, result)
-        return result
+        with reported(partial(self.done, verdict)) as ran:
+            ran.result = fn()
+        return ran.result
 
     async def acall(
         self, tool: str, arguments: Any, fn: Callable[[], Awaitable[T]]
@@ -196,10 +193,6 @@ class IdempotencyArbiter:
         verdict = self.admit(tool, arguments)
         if not isinstance(verdict, Admitted):
             return _answer(verdict)
-        try:
-            result = await fn()
-        except Exception as e:
-            self.done(verdict, error=e)
-            raise
-        self.done(verdict, result)
-        return result
+        with reported(partial(self.done, verdict)) as ran:
+            ran.result = await fn()
+        return ran.result

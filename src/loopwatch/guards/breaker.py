@@ -15,7 +15,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeVar
+from functools import partial
+from typing import Any, Literal, TypeVar, cast
 
 from opentelemetry.trace import TracerProvider
 
@@ -29,7 +30,7 @@ from loopwatch.core.outcomes import EMPTY, ERROR_CLASSES, OK, progress_fingerpri
 from loopwatch.guards import breaker_counts
 from loopwatch.guards.breaker_counts import Ask, Done, TurnCounts, Verdict, scope_key
 from loopwatch.guards.decision_spans import SpanMode, record_decision
-from loopwatch.guards.outcome import outcome_of
+from loopwatch.guards.outcome import outcome_of, reported
 from loopwatch.guards.store_errors import ALLOWED, DENIED, NOT_STORED, StoreErrors, store_settings
 from loopwatch.guards.stores import CountStore, StoreError, open_counts
 from loopwatch.guards.terminal import (
@@ -313,13 +314,9 @@ class BreakerTurn:
         pending = self.before(tool, arguments)
         if isinstance(pending, TerminalResult):
             return pending
-        try:
-            result = fn()
-        except Exception as e:
-            self.after(pending, error=e)
-            raise
-        self.after(pending, result)
-        return result
+        with reported(partial(self.after, pending)) as ran:
+            ran.result = fn()
+        return cast(T, ran.result)
 
     async def acall(
         self, tool: str, arguments: Any, fn: Callable[[], Awaitable[T]]
@@ -328,13 +325,9 @@ class BreakerTurn:
         pending = self.before(tool, arguments)
         if isinstance(pending, TerminalResult):
             return pending
-        try:
-            result = await fn()
-        except Exception as e:
-            self.after(pending, error=e)
-            raise
-        self.after(pending, result)
-        return result
+        with reported(partial(self.after, pending)) as ran:
+            ran.result = await fn()
+        return cast(T, ran.result)
 
 
 _ERROR_CLASSES = frozenset(ERROR_CLASSES)

@@ -1,7 +1,10 @@
-"""The outcome of one executed call, read the way the processor reads its span."""
+"""The outcome of one executed call, read the way the processor reads its span; and how a guard
+hears of it."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from loopwatch.core.declarations import ToolDeclaration
@@ -28,3 +31,22 @@ def outcome_of(
         error_class = classify_error([], [text])
         return error_class, error_class
     return OK, result_fingerprint(result, declaration)
+
+
+class Ran:
+    """What a guarded block ran: it sets ``result``."""
+
+    result: Any = None
+
+
+@contextlib.contextmanager
+def reported(report: Callable[[Any, BaseException | None], object]) -> Iterator[Ran]:
+    """``report(result, None)`` after the block, or ``report(None, exception)`` for what it
+    raised (raised again): one way for calls and for coroutines, which the block awaits."""
+    ran = Ran()
+    try:
+        yield ran
+    except Exception as e:
+        report(None, e)
+        raise
+    report(ran.result, None)
