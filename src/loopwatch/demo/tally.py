@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 
 from loopwatch.core.sink import Sink, queue_health
 from loopwatch.core.summary import TurnSummary
+from loopwatch.metrics.forwarding import ForwardingSink
 
 _WORST_KEPT = 5
 
 
 @dataclass
-class Tally:
+class Tally(ForwardingSink):
     forward: Sink
     turns: int = 0
     tool_calls: int = 0
@@ -39,24 +40,6 @@ class Tally:
             self.worst.append(summary)
             self.worst.sort(key=lambda s: -s.max_attempts)
             del self.worst[_WORST_KEPT:]
-
-    def span(self, kind: str, count: int = 1) -> None:
-        self.forward.span(kind, count)
-
-    def dropped(self, reason: str) -> None:
-        self.forward.dropped(reason)
-
-    def evicted(self, reason: str) -> None:
-        self.forward.evicted(reason)
-
-    def late(self) -> None:
-        self.forward.late()
-
-    def malformed(self, reason: str, count: int = 1) -> None:
-        self.forward.malformed(reason, count)
-
-    def open_turns(self, count: int) -> None:
-        self.forward.open_turns(count)
 
     def queued(self, count: int) -> None:
         health = queue_health(self.forward)

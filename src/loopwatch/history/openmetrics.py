@@ -24,6 +24,7 @@ from prometheus_client.utils import floatToGoString
 from loopwatch.core.config import Config
 from loopwatch.core.summary import TurnSummary
 from loopwatch.metrics.exporter import LoopwatchMetrics
+from loopwatch.metrics.forwarding import ForwardingSink
 
 _GAP_SECONDS = 86_400.0  # no turn for this long: jump to the next one (the series go stale)
 
@@ -36,7 +37,7 @@ def _timestamp(at: float) -> str:
     return str(int(at)) if at == int(at) else repr(at)
 
 
-class OpenMetricsWriter:
+class OpenMetricsWriter(ForwardingSink):
     """The core's Sink; call ``advance(settled)`` after each batch and ``close()`` at the end."""
 
     def __init__(
@@ -48,6 +49,7 @@ class OpenMetricsWriter:
         self.metrics = LoopwatchMetrics(
             self.registry, config.label_limit, config.series_limit, config.label_chars
         )
+        super().__init__(self.metrics)
         self.extra = "".join(f',{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
         self._pending: list[tuple[int, int, TurnSummary]] = []  # (end_ns, order, summary)
         self._order = count()
@@ -69,24 +71,6 @@ class OpenMetricsWriter:
     # -- Sink -----------------------------------------------------------------------------------
     def turn(self, summary: TurnSummary) -> None:
         heapq.heappush(self._pending, (summary.end_ns, next(self._order), summary))
-
-    def span(self, kind: str, count: int = 1) -> None:
-        self.metrics.span(kind, count)
-
-    def dropped(self, reason: str) -> None:
-        self.metrics.dropped(reason)
-
-    def evicted(self, reason: str) -> None:
-        self.metrics.evicted(reason)
-
-    def late(self) -> None:
-        self.metrics.late()
-
-    def malformed(self, reason: str, count: int = 1) -> None:
-        self.metrics.malformed(reason, count)
-
-    def open_turns(self, count: int) -> None:
-        self.metrics.open_turns(count)
 
     # -- scrapes --------------------------------------------------------------------------------
     def advance(self, settled: float) -> None:
