@@ -13,7 +13,7 @@ from loopwatch.core.records import GUARD_RAN, ToolCall
 
 
 # one per loop, built only for a turn that loops: plain slots class, as the summaries
-@dataclass(init=False, slots=True)
+@dataclass(slots=True)
 class LoopMark:
     tool: str
     kind: str  # repeat, duplicate, no_rows, same_result, failing
@@ -25,31 +25,6 @@ class LoopMark:
     end_ns: int  # the last call's end
     tokens: tuple[int, int, int, int]  # (model calls, input, output, unsplit): core.cost's rule
     guard_stopped: bool  # a guard answered a later call of the loop without running it
-
-    # written out (init=False): compiled, dataclass's generated __init__ is Python code
-    def __init__(
-        self,
-        tool: str,
-        kind: str,
-        error_class: str,
-        attempts: int,
-        key_hash: str,
-        span_ids: tuple[int, ...],
-        start_ns: int,
-        end_ns: int,
-        tokens: tuple[int, int, int, int],
-        guard_stopped: bool,
-    ) -> None:
-        self.tool = tool
-        self.kind = kind
-        self.error_class = error_class
-        self.attempts = attempts
-        self.key_hash = key_hash
-        self.span_ids = span_ids
-        self.start_ns = start_ns
-        self.end_ns = end_ns
-        self.tokens = tokens
-        self.guard_stopped = guard_stopped
 
 
 _NO_TOKENS: Final = (0, 0, 0, 0)

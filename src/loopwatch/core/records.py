@@ -67,8 +67,7 @@ class ToolCall:
     # "read", "write" or "idempotent_write" (core.effects): a write's success never progresses
     effect: str = READ
 
-    # written out (init=False): compiled, dataclass's generated __init__ is Python code that
-    # sets each field through its descriptor; this one is C
+    # written out: compiled, a generated __init__ is interpreted (benchmarks/README.md)
     def __init__(
         self,
         span_id: int,
@@ -117,8 +116,7 @@ class TurnMark:
     agent: str | None
     model: str | None
 
-    # written out (init=False): compiled, dataclass's generated __init__ is Python code that
-    # sets each field through its descriptor; this one is C
+    # written out: compiled, a generated __init__ is interpreted (benchmarks/README.md)
     def __init__(
         self,
         span_id: int,
@@ -191,8 +189,7 @@ class Messages:
     read: Callable[[], Conversation | None]
     size: int  # estimated bytes they hold
 
-    # written out (init=False): compiled, dataclass's generated __init__ is Python code that
-    # sets each field through its descriptor; this one is C
+    # written out: compiled, a generated __init__ is interpreted (benchmarks/README.md)
     def __init__(
         self,
         read: Callable[[], Conversation | None],
@@ -217,8 +214,7 @@ class LlmMark:
     output_tokens: int = 0
     unsplit_tokens: int = 0
 
-    # written out (init=False): compiled, dataclass's generated __init__ is Python code that
-    # sets each field through its descriptor; this one is C
+    # written out: compiled, a generated __init__ is interpreted (benchmarks/README.md)
     def __init__(
         self,
         span_id: int,
@@ -253,8 +249,7 @@ class Link:
     start_ns: int
     end_ns: int
 
-    # written out (init=False): compiled, dataclass's generated __init__ is Python code that
-    # sets each field through its descriptor; this one is C
+    # written out: compiled, a generated __init__ is interpreted (benchmarks/README.md)
     def __init__(
         self,
         span_id: int,

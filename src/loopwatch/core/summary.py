@@ -56,8 +56,7 @@ class ToolSummary:
     # what its loops cost (core.cost): (error class, kind, model calls, input, output, unsplit)
     loop_tokens: tuple[LoopTokens, ...] = ()
 
-    # written out (init=False): compiled, dataclass's generated __init__ is Python code that
-    # sets each field through its descriptor; this one is C
+    # written out: compiled, a generated __init__ is interpreted (benchmarks/README.md)
     def __init__(
         self,
         tool: str,
@@ -110,8 +109,7 @@ class TurnSummary:
     loop_marks: tuple[LoopMark, ...] = ()
     loops_unmarked: int = 0  # loops past that bound
 
-    # written out (init=False): compiled, dataclass's generated __init__ is Python code that
-    # sets each field through its descriptor; this one is C
+    # written out: compiled, a generated __init__ is interpreted (benchmarks/README.md)
     def __init__(
         self,
         trace_id: int,

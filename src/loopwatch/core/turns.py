@@ -11,7 +11,7 @@ from loopwatch.core.layers import merge_layers
 from loopwatch.core.records import LlmMark, Record, ToolCall, TurnMark
 
 
-@dataclass(init=False, slots=True)
+@dataclass(slots=True)
 class TurnGroup:
     """The spans of one turn: ``turn`` is its agent span, None when the local root holds it."""
 
@@ -23,26 +23,6 @@ class TurnGroup:
     end_ns: int = 0
     # the agent of the trace's root span, for a turn whose own spans name none
     root_agent: str | None = None
-
-    # written out (init=False): compiled, dataclass's generated __init__ is Python code that
-    # sets each field through its descriptor; this one is C
-    def __init__(
-        self,
-        anchor: int,
-        turn: TurnMark | None,
-        calls: list[ToolCall] | None = None,
-        llms: list[LlmMark] | None = None,
-        start_ns: int = 0,
-        end_ns: int = 0,
-        root_agent: str | None = None,
-    ) -> None:
-        self.anchor = anchor
-        self.turn = turn
-        self.calls = [] if calls is None else calls
-        self.llms = [] if llms is None else llms
-        self.start_ns = start_ns
-        self.end_ns = end_ns
-        self.root_agent = root_agent
 
 
 def ancestry(records: Mapping[int, Record]) -> dict[int, tuple[int, int | None]]:
