@@ -48,9 +48,6 @@ class BufferBudget:
         self.held = 0
         self.conversations = 0  # the conversations' part of held
 
-    def over(self) -> bool:
-        return self.held > self.limit
-
     def sync(self, conversation_bytes: int) -> None:
         """Take the open conversations' bytes as they are now."""
         self.held += conversation_bytes - self.conversations
