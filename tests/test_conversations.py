@@ -436,7 +436,7 @@ def test_lone_tool_spans_find_their_call_in_one_lookup_and_nothing_stays_filed()
     other = replace(lone, tool="other", key=AttemptKey("other", "?", "ok"))
     assert conversations.claim("other-svc", other) is False
     conversations.flush()
-    assert conversations._unanswered == {} and conversations._answered == {}
+    assert conversations.filed_tools() == 0
 
 
 @pytest.mark.parametrize("result_ids", ["same", "other", "none"])

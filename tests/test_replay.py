@@ -281,22 +281,21 @@ def test_jaeger_api_v3_lines_are_read_by_the_same_decoder(recorded) -> None:
     """Jaeger 2's API v3 answer, buffered or a line of its stream, is read by the service's
     decoder (the request under ``result``) into the views its request gives; its other lines
     (the end, an error, a result without traces) are left to the general path."""
-    from loopwatch.history.formats import Reader, api_v3_traces
+    from loopwatch.history.formats import api_v3_traces, decoded_line
     from loopwatch.service.otlp_json import JsonDecoded, decode
 
     spans, _ = recorded
     requests = batches(spans)
-    reader = Reader([])
     lines = [*jaeger_v3_stream(requests).splitlines()[:-1], jaeger_v3_answer(requests)]
     for line in lines:
-        read = reader._typed(line)
+        read = decoded_line(line)
         assert isinstance(read, JsonDecoded)
         inner = decode(json.dumps(api_v3_traces(json.loads(line))).encode())
         assert read == inner and read.spans
         assert (read.rejected, read.base64_ids) == (0, False)
     counted = 0
     for line in lines[:-1]:
-        read = reader._typed(line)
+        read = decoded_line(line)
         assert isinstance(read, JsonDecoded)
         counted += len(read.spans)
     assert counted == len(spans)
@@ -305,7 +304,7 @@ def test_jaeger_api_v3_lines_are_read_by_the_same_decoder(recorded) -> None:
         b'{"error":{"httpCode":500,"message":"storage: connection reset"}}',
         b'{"result":{"summaries":[],"nextPageToken":""}}',
     ):
-        assert reader._typed(other) is None
+        assert decoded_line(other) is None
 
 
 def test_lines_in_less_usual_forms_give_the_same_numbers(

@@ -25,55 +25,21 @@ once."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Container
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from itertools import count
 from typing import Any
 
-from loopwatch.core.layers import executed_outcome
+from loopwatch.core.held_calls import Held, HeldCalls
+from loopwatch.core.open_conversation import OpenConversation, turn_group
 from loopwatch.core.records import Conversation, LlmMark, ToolCall, TurnMark
 from loopwatch.core.turns import TurnGroup
+from loopwatch.core.wanted_calls import MATCH_SCAN, WantedCalls
 
-# What one open turn costs, estimated as the assembler estimates its buffers.
-_TURN_BYTES = 1500
 _CALL_BYTES = 700
 _ID_BYTES = 150  # a call id in the turn's set, the index by call id and the calls asked for
-_UNKNOWN = "unknown"
-# how many calls asked of one tool a tool span's match looks at (the oldest first): the common
-# case is the first; a bound keeps a turn of thousands of calls of one tool linear
-_MATCH_SCAN = 64
-
-Wanted = dict[tuple[str, str], dict[int, None]]  # (service, tool) -> call ids, oldest first
-# builds a requested call with the result sent later, and the call's id as its builder knows it
-Answerer = tuple[Callable[[int, Any, bool | None], ToolCall | None], int]
-
-
-@dataclass(slots=True)
-class _Open:
-    number: int
-    trace_id: int
-    service: str
-    last_seen: float
-    turn: TurnMark | None
-    agent: str | None
-    calls: dict[int, ToolCall] = field(default_factory=dict)  # by call, in history order
-    requested_at: dict[int, int] = field(default_factory=dict)  # call -> asking call's end
-    answered_at: dict[int, int] = field(default_factory=dict)  # call -> answering call's start
-    ids: set[int] = field(default_factory=set)  # every call id seen in the turn
-    settled: set[int] = field(default_factory=set)  # calls known with their outcome
-    claimed: set[int] = field(default_factory=set)  # calls a tool span of their own stood for
-    executed: dict[int, ToolCall] = field(default_factory=dict)  # call -> the span that ran it
-    alias_of: dict[int, int] = field(default_factory=dict)  # a call's unique id -> its stand-in
-    # requested calls no history has answered yet, oldest first: what a result sent without
-    # its call (the Responses API's previous_response_id) answers
-    answerers: dict[int, Answerer] = field(default_factory=dict)
-    llms: list[LlmMark] = field(default_factory=list)
-    size: int = _TURN_BYTES
-
 
 Ready = tuple[int, str, TurnGroup]
-# a lone tool span no open turn asked for yet: (trace id, service, its group, when it came)
-Held = tuple[int, str, TurnGroup, float]
+__all__ = ["Conversations", "Held", "Ready"]
 
 
 class Conversations:
@@ -83,8 +49,9 @@ class Conversations:
     def __init__(self, limit: int, max_calls: int) -> None:
         self.limit = limit
         self.max_calls = max_calls
-        self._open: OrderedDict[int, _Open] = OrderedDict()  # least recently seen first
-        self._by_call: dict[int, _Open] = {}
+        # least recently seen first
+        self._open: OrderedDict[int, OpenConversation] = OrderedDict()
+        self._by_call: dict[int, OpenConversation] = {}
         # call ids of turns finalized lately: a model call of one arriving late (the service
         # takes spans in any order) is late, not the start of a second turn (at most
         # 16 x limit ids: a fixed bound, ~16 MB at the default limit)
@@ -93,15 +60,12 @@ class Conversations:
         self.buffered_bytes = 0
         # calls asked for that no tool span has stood for yet, unanswered and answered apart:
         # a lone tool span finds its call in one lookup, whatever is open
-        self._unanswered: Wanted = {}
-        self._answered: Wanted = {}
+        self._wanted = WantedCalls(self._by_call)
         # results sent without their call that no open turn asked for (the assembler counts them)
         self.results_without_call = 0
-        # lone tool spans waiting for the model call that asked for them, oldest first, and by
-        # (service, tool); at most ``limit`` (the oldest is then a turn of its own)
-        self._held: OrderedDict[int, Held] = OrderedDict()
-        self._held_by_tool: dict[tuple[str, str], dict[int, None]] = {}
-        self._held_numbers = count()
+        # lone tool spans waiting for the model call that asked for them; at most ``limit``
+        # (the oldest is then a turn of its own)
+        self._held = HeldCalls(limit)
 
     def __len__(self) -> int:
         return len(self._open)
@@ -123,15 +87,7 @@ class Conversations:
         for call_id in ids:
             if call_id in done:
                 return None
-        found: list[_Open] = []
-        for call_id in ids:
-            entry = self._by_call.get(call_id)
-            if entry is not None and entry not in found:
-                found.append(entry)
-        for alias, _stand_in in conversation.aliases:
-            entry = self._by_call.get(alias)
-            if entry is not None and entry not in found:
-                found.append(entry)
+        found = self._turns_naming(conversation)
         if conversation.dangling and not found:
             for answered_id, _content, _is_error in conversation.dangling:
                 if answered_id is not None and answered_id in done:
@@ -148,8 +104,13 @@ class Conversations:
                 return [], 0  # nothing to gather it by, and nothing to count yet
             while len(self._open) >= self.limit:
                 evicted.append(self._pop(next(iter(self._open.values()))))
-            entry = _Open(
-                next(self._numbers), trace_id, service, now, turn, conversation.agent or agent
+            entry = OpenConversation(
+                number=next(self._numbers),
+                trace_id=trace_id,
+                service=service,
+                last_seen=now,
+                turn=turn,
+                agent=conversation.agent or agent,
             )
             self._open[entry.number] = entry
             self.buffered_bytes += entry.size
@@ -162,6 +123,36 @@ class Conversations:
             entry.trace_id = trace_id  # the exemplar links to the latest model call's trace
             entry.turn = entry.turn or turn
             entry.agent = entry.agent or conversation.agent or agent
+        self._index(entry, conversation)
+        self._merge(entry, mark, conversation)
+        if conversation.dangling:
+            self._answer(entry, mark, conversation.dangling)
+        if len(self._held) and conversation.requested:
+            self._claim_held(entry, conversation.requested)
+        completed: list[Ready] = []
+        if conversation.final:
+            completed.append(self._pop(entry))
+        completed.extend(evicted)
+        return completed, len(evicted)
+
+    def _turns_naming(self, conversation: Conversation) -> list[OpenConversation]:
+        """The open turns that hold a call id (or an alias) the model call names, in the
+        order named."""
+        found: list[OpenConversation] = []
+        by_call = self._by_call
+        for call_id in conversation.ids:
+            entry = by_call.get(call_id)
+            if entry is not None and entry not in found:
+                found.append(entry)
+        for alias, _stand_in in conversation.aliases:
+            entry = by_call.get(alias)
+            if entry is not None and entry not in found:
+                found.append(entry)
+        return found
+
+    def _index(self, entry: OpenConversation, conversation: Conversation) -> None:
+        """File the model call's call ids and aliases under ``entry``, and charge the new ones."""
+        ids = conversation.ids
         known_ids = len(entry.ids)
         for call_id in ids:
             self._by_call[call_id] = entry
@@ -173,20 +164,10 @@ class Conversations:
         grown = (len(entry.ids) - known_ids) * _ID_BYTES
         entry.size += grown
         self.buffered_bytes += grown
-        self._merge(entry, mark, conversation)
-        if conversation.dangling:
-            self._answer(entry, mark, conversation.dangling)
-        if self._held and conversation.requested:
-            self._claim_held(entry, conversation.requested)
-        completed: list[Ready] = []
-        if conversation.final:
-            completed.append(self._pop(entry))
-        completed.extend(evicted)
-        return completed, len(evicted)
 
     def _chained(
         self, service: str, dangling: tuple[tuple[int | None, Any, bool | None], ...]
-    ) -> _Open | None:
+    ) -> OpenConversation | None:
         """The open turn results sent without their calls answer: the turn that asked for
         a call of their id, else the one of ``service`` seen last that awaits results (the
         loop sends a step's results in its next model call)."""
@@ -203,7 +184,7 @@ class Conversations:
 
     def _answer(
         self,
-        entry: _Open,
+        entry: OpenConversation,
         mark: LlmMark,
         dangling: tuple[tuple[int | None, Any, bool | None], ...],
     ) -> None:
@@ -228,18 +209,18 @@ class Conversations:
             entry.calls[target] = replace(call, span_id=target) if call.span_id != target else call
             entry.settled.add(target)
             entry.answered_at.setdefault(target, mark.start_ns)
-            self._want(entry, target)
+            self._wanted.want(entry, target)
 
     def claim(self, service: str, call: ToolCall) -> bool:
         """Whether an open turn of ``service`` asked for ``call`` (a lone tool span) and no tool
         span has stood for it yet: the call asked first of its tool (unanswered ones before
         answered), preferring one of the span's arguments' identity asked before the span
         started and answered after it ended. That call then takes the span's outcome."""
-        found = self._match(service, call)
+        found = self._wanted.match(service, call)
         if found is None:
             return False
         wanted, entry, call_id = found[0]
-        self._unwant(wanted, (service, call.tool), call_id)
+        self._wanted.unwant(wanted, (service, call.tool), call_id)
         entry.claimed.add(call_id)
         if call_id in entry.calls:
             entry.executed[call_id] = call
@@ -247,47 +228,14 @@ class Conversations:
             self.buffered_bytes += _CALL_BYTES
         return True
 
-    def _match(self, service: str, call: ToolCall) -> tuple[tuple[Wanted, _Open, int], int] | None:
-        """The call asked for that ``call`` fits best (claim), and how well (_fit)."""
-        key = (service, call.tool)
-        chosen: tuple[Wanted, _Open, int] | None = None
-        best = -1
-        stale: list[tuple[Wanted, int]] = []
-        for wanted in (self._unanswered, self._answered):
-            ids = wanted.get(key)
-            if not ids:
-                continue
-            for n, call_id in enumerate(ids):
-                if n >= _MATCH_SCAN:
-                    break
-                entry = self._by_call.get(call_id)
-                if entry is None:
-                    stale.append((wanted, call_id))
-                    continue
-                score = _fit(entry, call_id, call)
-                if score > best:
-                    chosen, best = (wanted, entry, call_id), score
-                    if score == _BEST_FIT:
-                        break
-            if best == _BEST_FIT:
-                break
-        for wanted, call_id in stale:
-            self._unwant(wanted, key, call_id)
-        return None if chosen is None else (chosen, best)
-
     def hold(self, trace_id: int, service: str, group: TurnGroup, now: float) -> list[Held]:
         """Keep a lone tool span no open turn asked for until the model call that asked for
         it comes (``add``); the held spans let go to make room, oldest first."""
-        released: list[Held] = []
-        while len(self._held) >= self.limit:
-            released.append(self._let_go(next(iter(self._held))))
-        number = next(self._held_numbers)
-        self._held[number] = (trace_id, service, group, now)
-        self._held_by_tool.setdefault((service, group.calls[0].tool), {})[number] = None
-        self.buffered_bytes += _CALL_BYTES
+        released = self._held.hold(trace_id, service, group, now)
+        self.buffered_bytes += _CALL_BYTES * (1 - len(released))
         return released
 
-    def _claim_held(self, entry: _Open, requested: frozenset[int]) -> None:
+    def _claim_held(self, entry: OpenConversation, requested: frozenset[int]) -> None:
         """Held tool spans of the tools a model call of ``entry`` asked for, oldest first,
         claimed now."""
         tools: dict[str, None] = {}
@@ -296,104 +244,53 @@ class Conversations:
             if call is not None:
                 tools[call.tool] = None
         for tool in tools:
-            key = (entry.service, tool)
-            numbers = self._held_by_tool.get(key)
+            numbers = self._held.of_tool(entry.service, tool)
             if not numbers:
                 continue
             # the spans that fit a call best claim first (a stray span of the tool that came
             # earlier does not take the call from the one that ran it), else oldest first
             ranked: list[tuple[int, int]] = []
-            for number in list(numbers)[:_MATCH_SCAN]:
-                found = self._match(entry.service, self._held[number][2].calls[0])
+            for number in list(numbers)[:MATCH_SCAN]:
+                found = self._wanted.match(entry.service, self._held.call(number))
                 if found is None:
                     break  # nothing asked of the tool is left unclaimed
                 ranked.append((-found[1], number))
             ranked.sort()
             for _score, number in ranked:
-                if not self.claim(entry.service, self._held[number][2].calls[0]):
+                if not self.claim(entry.service, self._held.call(number)):
                     break
-                self._let_go(number)
-
-    def _let_go(self, number: int) -> Held:
-        held = self._held.pop(number)
-        key = (held[1], held[2].calls[0].tool)
-        numbers = self._held_by_tool[key]
-        del numbers[number]
-        if not numbers:
-            del self._held_by_tool[key]
-        self.buffered_bytes -= _CALL_BYTES
-        return held
+                self._held.remove(number)
+                self.buffered_bytes -= _CALL_BYTES
 
     def release(self, deadline: float) -> list[Held]:
         """The held tool spans that came at ``deadline`` or before: turns of their own."""
-        out: list[Held] = []
-        while self._held:
-            number, held = next(iter(self._held.items()))
-            if held[3] > deadline:
-                break
-            out.append(self._let_go(number))
+        out = self._held.release(deadline)
+        self.buffered_bytes -= _CALL_BYTES * len(out)
         return out
 
+    def filed_tools(self) -> int:
+        """How many (service, tool) have calls filed for a tool span to stand for."""
+        return len(self._wanted.unanswered) + len(self._wanted.answered)
+
     def held(self) -> int:
+        """How many lone tool spans are held."""
         return len(self._held)
 
-    def _want(self, entry: _Open, call_id: int) -> None:
-        """File a requested call under its tool, as answered or not (once answered, moved)."""
-        call = entry.calls.get(call_id)
-        if call is None or call_id in entry.claimed:
-            return  # not kept (over max_calls), or stood for already
-        key = (entry.service, call.tool)
-        self._unwant(self._unanswered, key, call_id)
-        wanted = self._answered if call_id in entry.answered_at else self._unanswered
-        wanted.setdefault(key, {})[call_id] = None
-
-    def _unwant_all(self, entry: _Open) -> None:
-        for call_id in entry.requested_at:
-            call = entry.calls.get(call_id)
-            if call is not None:
-                key = (entry.service, call.tool)
-                self._unwant(self._unanswered, key, call_id)
-                self._unwant(self._answered, key, call_id)
-
-    @staticmethod
-    def _unwant(wanted: Wanted, key: tuple[str, str], call_id: int) -> None:
-        ids = wanted.get(key)
-        if ids is not None:
-            ids.pop(call_id, None)
-            if not ids:
-                del wanted[key]
-
-    def _merge(self, entry: _Open, mark: LlmMark, conversation: Conversation) -> None:
+    def _merge(self, entry: OpenConversation, mark: LlmMark, conversation: Conversation) -> None:
+        """Take one model call's calls, the calls it asked for and those it got results of."""
         calls = entry.calls
         before = len(calls)
-        settled = entry.settled
         alias_of = entry.alias_of
         # a history that lost the turn's start names calls by their ids: read as their stand-ins
         aliased = bool(alias_of) and any(i in alias_of for i in conversation.ids)
-        known_ids: Container[int] = settled
-        if aliased:
-            known_ids = settled | {a for a, stand_in in alias_of.items() if stand_in in settled}
-        for call in conversation.calls(known_ids):
-            if aliased and call.span_id in alias_of:
-                call = replace(call, span_id=alias_of[call.span_id])
-            known = calls.get(call.span_id)
-            # a later history may carry the result an earlier one lacked; never the reverse
-            if known is None:
-                if len(calls) < self.max_calls:
-                    calls[call.span_id] = call
-            elif known.result == _UNKNOWN and known.error_class == "ok":
-                calls[call.span_id] = call
-            else:
-                continue
-            if call.result != _UNKNOWN or call.error_class != "ok":
-                settled.add(call.span_id)
+        entry.take_calls(conversation, aliased, self.max_calls)
         requested, answered = entry.requested_at, entry.answered_at
         answer = conversation.answer
         for own in conversation.requested:
             call_id = alias_of.get(own, own) if aliased else own
             if call_id not in requested:
                 requested[call_id] = mark.end_ns
-                self._want(entry, call_id)
+                self._wanted.want(entry, call_id)
                 if answer is not None and call_id not in answered:
                     entry.answerers[call_id] = (answer, own)
         for call_id in conversation.answered:
@@ -402,48 +299,32 @@ class Conversations:
             if call_id not in answered:
                 answered[call_id] = mark.start_ns
                 if call_id in requested:
-                    self._want(entry, call_id)
+                    self._wanted.want(entry, call_id)
         entry.llms.append(replace(mark, messages=None))
         grown = (len(calls) - before) * _CALL_BYTES + 300
         entry.size += grown
         self.buffered_bytes += grown
 
-    def _absorb(self, entry: _Open, other: _Open) -> None:
+    def _absorb(self, entry: OpenConversation, other: OpenConversation) -> None:
         del self._open[other.number]
-        self._unwant_all(other)  # filed again below, under this turn's service
-        for call_id, call in other.calls.items():
-            entry.calls.setdefault(call_id, call)
-        for call_id, at in other.requested_at.items():
-            entry.requested_at.setdefault(call_id, at)
-        for call_id, at in other.answered_at.items():
-            entry.answered_at.setdefault(call_id, at)
-        entry.ids.update(other.ids)
-        entry.settled.update(other.settled)
-        entry.claimed.update(other.claimed)
-        entry.executed.update(other.executed)
-        entry.alias_of.update(other.alias_of)
-        for call_id, answerer in other.answerers.items():
-            if call_id not in entry.answered_at:
-                entry.answerers.setdefault(call_id, answerer)
+        """Join ``other`` (model calls seen apart) into ``entry``."""
+        self._wanted.unwant_all(other)  # filed again below, under this turn's service
+        entry.absorb(other)
         for call_id in other.ids:
             self._by_call[call_id] = entry
-        entry.llms.extend(other.llms)
-        entry.size += other.size
-        entry.turn = entry.turn or other.turn
-        entry.agent = entry.agent or other.agent
         for call_id in other.requested_at:
-            self._want(entry, call_id)
+            self._wanted.want(entry, call_id)
 
-    def _pop(self, entry: _Open) -> Ready:
+    def _pop(self, entry: OpenConversation) -> Ready:
         del self._open[entry.number]
-        self._unwant_all(entry)
+        self._wanted.unwant_all(entry)
         self.buffered_bytes -= entry.size
         for call_id in entry.ids:
             self._by_call.pop(call_id, None)
             self._done[call_id] = None
         while len(self._done) > 16 * self.limit:
             self._done.popitem(last=False)
-        return entry.trace_id, entry.service, _group(entry)
+        return entry.trace_id, entry.service, turn_group(entry)
 
     def sweep(self, deadline: float) -> list[Ready]:
         """The open turns last seen at ``deadline`` or before (their answer never came)."""
@@ -460,49 +341,3 @@ class Conversations:
 
     def flush(self) -> list[Ready]:
         return [self._pop(entry) for entry in list(self._open.values())]
-
-
-_BEST_FIT = 3
-
-
-def _fit(entry: _Open, call_id: int, call: ToolCall) -> int:
-    """How well a tool span fits a call asked for: 2 for its arguments' identity, 1 for having
-    run between the model call that asked for it and the one that got its result."""
-    score = 0
-    asked = entry.calls.get(call_id)
-    if asked is not None and asked.arguments_known and call.arguments_known:
-        identity = call.key.identity
-        if identity == asked.key.identity or identity == asked.failed_identity:
-            score += 2
-    requested = entry.requested_at.get(call_id)
-    answered = entry.answered_at.get(call_id)
-    if (requested is None or requested <= call.start_ns) and (
-        answered is None or call.end_ns <= answered
-    ):
-        score += 1
-    return score
-
-
-def _group(entry: _Open) -> TurnGroup:
-    """The turn's calls, timed where the model calls around them were seen: a call runs from
-    the end of the model call that asked for it to the start of the one that got its result.
-    Calls keep their history order (each starts at least 1 ns after the one before)."""
-    calls: list[ToolCall] = []
-    last = -1
-    executed = entry.executed
-    for call in entry.calls.values():
-        ran = executed.get(call.span_id) if executed else None
-        if ran is not None:
-            call = executed_outcome(call, ran)
-        start = entry.requested_at.get(call.span_id, call.start_ns)
-        end = entry.answered_at.get(call.span_id, start)
-        start = max(start, last + 1)
-        end = max(end, start)
-        last = start
-        if start != call.start_ns or end != call.end_ns:
-            call = replace(call, start_ns=start, end_ns=end)
-        calls.append(call)
-    llms = entry.llms
-    start_ns = min((m.start_ns for m in llms), default=0)
-    end_ns = max((m.end_ns for m in llms), default=0)
-    return TurnGroup(0, entry.turn, calls, llms, start_ns, end_ns, entry.agent)

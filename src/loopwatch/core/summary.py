@@ -227,19 +227,19 @@ def summarize(
     elif executed:
         start_ns = min(start_ns or executed[0].start_ns, executed[0].start_ns)
         end_ns = max(end_ns, max(c.end_ns for c in executed))
-    return TurnSummary(  # positional, as in _tool_summary
-        trace_id,
-        service,
-        agent or UNKNOWN,
-        _model(worst, llms, turn),
-        start_ns,
-        end_ns,
-        len(worst),
-        worst[0].key if worst else None,
-        tuple(sorted(tools, key=_TOOL)) if len(tools) > 1 else tuple(tools),
-        turn.span_id if turn is not None else anchor,
-        marks,
-        unmarked,
+    return TurnSummary(
+        trace_id=trace_id,
+        service=service,
+        agent=agent or UNKNOWN,
+        model=_model(worst, llms, turn),
+        start_ns=start_ns,
+        end_ns=end_ns,
+        max_attempts=len(worst),
+        worst_key=worst[0].key if worst else None,
+        tools=tuple(sorted(tools, key=_TOOL)) if len(tools) > 1 else tuple(tools),
+        anchor=turn.span_id if turn is not None else anchor,
+        loop_marks=marks,
+        loops_unmarked=unmarked,
     )
 
 
@@ -348,7 +348,20 @@ def _tool_summaries(
             summary.tool_version = definition_versions.get(tool, "")
         tools.append(summary)
     for tool, decisions in guarded.items():  # tools whose every call was stopped by a guard
-        tools.append(ToolSummary(tool, "", 0, None, (), (), (), 0.0, 0, _pairs(decisions)))
+        tools.append(
+            ToolSummary(
+                tool=tool,
+                tool_version="",
+                max_attempts=0,
+                no_rows_streak=None,
+                calls=(),
+                repeats=(),
+                loops=(),
+                over_cap_seconds=0.0,
+                calls_without_arguments=0,
+                guard_decisions=_pairs(decisions),
+            )
+        )
     if not loops:
         return tools, (), 0
     costs, per_loop = charge(extras_of(loops), llms)
@@ -398,36 +411,10 @@ def _tool_summary(
     """One tool's numbers from its calls and its keys' calls, in start order (no guard decisions;
     the version the first call naming one names, else "")."""
     declaration = config.declaration(tool)
-    threshold = config.loop_threshold_for(declaration)
-    max_attempts = over_cap_ns = 0
-    repeats: dict[str, int] = {}
     loops: set[tuple[str, str]] = set()
-    looping: list[tuple[AttemptKey, int]] = []
-    for key_calls in key_lists:
-        if len(key_calls) == 1:  # most keys have one call: nothing more to count
-            if not max_attempts:
-                max_attempts = 1
-            continue
-        k = key_calls[0].key
-        runs = runs_of[(k.tool, k.identity, k.outcome)]
-        error_class = key_calls[0].error_class
-        repeated = len(key_calls) - len(runs)  # calls past the first of their run
-        if repeated:
-            repeats[error_class] = repeats.get(error_class, 0) + repeated
-        longest = max(runs) if len(runs) > 1 else runs[0]
-        if longest > max_attempts:
-            max_attempts = longest
-        # a write that succeeded again on one identity: the side effect happened twice
-        duplicate = error_class == OK and key_calls[0].effect == WRITE
-        if duplicate or longest >= threshold:
-            loops.add((error_class, DUPLICATE if duplicate else REPEAT))
-            looping.append((k, longest))
-            start = 0
-            for n in runs:
-                # attempts past the loop threshold are what a breaker at cap threshold-1 stops
-                for c in key_calls[start + threshold : start + n]:
-                    over_cap_ns += max(0, c.end_ns - c.start_ns)
-                start += n
+    max_attempts, over_cap_ns, repeats, looping = _key_attempts(
+        key_lists, runs_of, config.loop_threshold_for(declaration), loops
+    )
     rows_declared = declaration is not None and declaration.result == ROWS
     # one pass over the tool's calls in start order: no-rows, failing and same-result runs
     run = longest = bare = inferred = 0
@@ -466,22 +453,62 @@ def _tool_summary(
     streak = longest if readable else None
     if streak is not None and streak >= config.no_rows_threshold_for(declaration):
         loops.add((OK, NO_ROWS))
-    return ToolSummary(  # positional: ToolSummary's fields in order (cheaper than keywords)
-        tool,
-        version,
-        max_attempts,
-        streak,
-        _pairs(classes),
-        _pairs(repeats) if repeats else (),
-        tuple(sorted(loops)) if loops else (),
-        over_cap_ns / 1e9,
-        bare,
-        (),
-        inferred,
-        tuple(looping) if looping else (),
-        same_data.longest if readable else None,
-        failing.longest,
+    return ToolSummary(
+        tool=tool,
+        tool_version=version,
+        max_attempts=max_attempts,
+        no_rows_streak=streak,
+        calls=_pairs(classes),
+        repeats=_pairs(repeats) if repeats else (),
+        loops=tuple(sorted(loops)) if loops else (),
+        over_cap_seconds=over_cap_ns / 1e9,
+        calls_without_arguments=bare,
+        guard_decisions=(),
+        calls_keyed_by_inference=inferred,
+        looping_keys=tuple(looping) if looping else (),
+        same_result_streak=same_data.longest if readable else None,
+        failing_streak=failing.longest,
     )
+
+
+def _key_attempts(
+    key_lists: list[list[ToolCall]],
+    runs_of: dict[tuple[str, str, str], list[int]],
+    threshold: int,
+    loops: set[tuple[str, str]],
+) -> tuple[int, int, dict[str, int], list[tuple[AttemptKey, int]]]:
+    """A tool's keys' attempts: the most of one key in a run, the nanoseconds its calls past
+    the loop threshold took, the calls past the first of their run per error class, and the
+    keys at the threshold; their repeat and duplicate loops added to ``loops``."""
+    max_attempts = over_cap_ns = 0
+    repeats: dict[str, int] = {}
+    looping: list[tuple[AttemptKey, int]] = []
+    for key_calls in key_lists:
+        if len(key_calls) == 1:  # most keys have one call: nothing more to count
+            if not max_attempts:
+                max_attempts = 1
+            continue
+        k = key_calls[0].key
+        runs = runs_of[(k.tool, k.identity, k.outcome)]
+        error_class = key_calls[0].error_class
+        repeated = len(key_calls) - len(runs)  # calls past the first of their run
+        if repeated:
+            repeats[error_class] = repeats.get(error_class, 0) + repeated
+        longest = max(runs) if len(runs) > 1 else runs[0]
+        if longest > max_attempts:
+            max_attempts = longest
+        # a write that succeeded again on one identity: the side effect happened twice
+        duplicate = error_class == OK and key_calls[0].effect == WRITE
+        if duplicate or longest >= threshold:
+            loops.add((error_class, DUPLICATE if duplicate else REPEAT))
+            looping.append((k, longest))
+            start = 0
+            for n in runs:
+                # attempts past the loop threshold are what a breaker at cap threshold-1 stops
+                for c in key_calls[start + threshold : start + n]:
+                    over_cap_ns += max(0, c.end_ns - c.start_ns)
+                start += n
+    return max_attempts, over_cap_ns, repeats, looping
 
 
 # the loop kinds are core.cost's (which charges them), named here too where they are read

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -451,6 +451,7 @@ def document_views(document: Any, forced: str, failed: RequestError | None = Non
 
 # -- one file ------------------------------------------------------------------------------------
 Batch = list[SpanView]
+_Read = TypeVar("_Read")
 
 
 @dataclass
@@ -631,7 +632,7 @@ class Reader:
                 first = False
                 continue
             # the file exporter's lines, whitespace and all: the decoder
-            read = self._typed(line)
+            read = decoded_line(line, self.forced)
             if isinstance(read, JsonDecoded):
                 first = False
                 yield self._counted(read, f"{label}:{line_no}")
@@ -648,7 +649,7 @@ class Reader:
                 except (UnicodeDecodeError, ValueError, RecursionError):
                     continued = False
                 else:
-                    yield from self._one(document, f"{label}:{line_no}", read)
+                    yield from self._document(document, f"{label}:{line_no}", read)
                     continue
                 if continued:
                     rest = text + b"\n" + stream.read(MAX_UNIT_BYTES + 1 - len(text))
@@ -659,7 +660,7 @@ class Reader:
                             "it as one request a line, as the file exporter does, or split it)",
                         )
                         return
-                    read = self._typed(rest)
+                    read = decoded_line(rest, self.forced)
                     if isinstance(read, JsonDecoded):
                         yield self._counted(read, label)
                         return
@@ -669,7 +670,7 @@ class Reader:
                         # not one document either: lines after all, the first one broken
                         yield from self._lines(label, rest.split(b"\n"), line_no - 1)
                         return
-                    yield from self._one(document, label, read)
+                    yield from self._document(document, label, read)
                     return
             yield from self._parsed(text, f"{label}:{line_no}", read)
         if line_no == 0:
@@ -680,13 +681,8 @@ class Reader:
         if self.on_logs is None:
             self.stats.problem(where, "OTLP logs: not read here")
             return
-        try:
-            views = log_views(logs_request(document))
-        except RequestError as e:
-            self.stats.problem(where, str(e))
-            return
-        except RecursionError:
-            self.stats.problem(where, "nested too deeply")
+        views = self._or_problem(where, lambda: log_views(logs_request(document)))
+        if views is None:
             return
         self.stats.units += 1
         self.stats.log_records += len(views)
@@ -698,23 +694,8 @@ class Reader:
             if text:
                 yield from self._line(text, f"{label}:{n}")
 
-    def _typed(self, line: bytes) -> JsonDecoded | RequestError | None:
-        """A line through the service's decoder: the file exporter's request, or Jaeger's API
-        v3 answer (OTLP JSON under ``result``), read; what is wrong with it; None when it names
-        no spans (a Jaeger or Tempo document: the general path reads it)."""
-        if self.forced not in (AUTO, OTLP_JSON, JAEGER):
-            return None
-        api_v3 = line.startswith(_API_V3_START)  # decided first: a failed decode scans the line
-        if self.forced == JAEGER and not api_v3:
-            return None
-        try:
-            read = decode(line, api_v3)
-        except RequestError as e:
-            return e
-        return read if read.names_spans else None
-
     def _line(self, text: bytes, where: str) -> Iterator[Batch]:
-        read = self._typed(text)
+        read = decoded_line(text, self.forced)
         if isinstance(read, JsonDecoded):
             yield self._counted(read, where)
             return
@@ -731,11 +712,12 @@ class Reader:
         except RecursionError:
             self.stats.problem(where, "not JSON: nested too deeply")
             return
-        yield from self._one(document, where, failed)
+        yield from self._document(document, where, failed)
 
-    def _one(
+    def _document(
         self, document: Any, where: str, failed: RequestError | None = None
     ) -> Iterator[Batch]:
+        """One parsed JSON document: its spans as a batch, or its log records to ``on_logs``."""
         forced = self.forced
         if forced in (AUTO, OTLP_JSON) and is_logs_document(document):
             self._logs(document, where)
@@ -749,15 +731,36 @@ class Reader:
             if document is None:  # the end of a streamed answer
                 return
             forced = OTLP_JSON
+        read = self._or_problem(where, lambda: document_views(document, forced, failed))
+        if read is not None:
+            yield self._counted(read, where)
+
+    def _or_problem(self, where: str, read: Callable[[], _Read]) -> _Read | None:
+        """``read()``; None when the input is wrong, what is wrong a problem at ``where``."""
         try:
-            read = document_views(document, forced, failed)
-        except InputError as e:
+            return read()
+        except (RequestError, InputError) as e:
             self.stats.problem(where, str(e))
-            return
         except RecursionError:
             self.stats.problem(where, "nested too deeply")
-            return
-        yield self._counted(read, where)
+        return None
+
+
+def decoded_line(line: bytes, forced: str = AUTO) -> JsonDecoded | RequestError | None:
+    """A line through the service's decoder: the file exporter's request, or Jaeger's API v3
+    answer (OTLP JSON under ``result``), read; what is wrong with it; None when it names no
+    spans (a Jaeger or Tempo document: the general path reads it) or ``forced`` reads no such
+    line."""
+    if forced not in (AUTO, OTLP_JSON, JAEGER):
+        return None
+    api_v3 = line.startswith(_API_V3_START)  # decided first: a failed decode scans the line
+    if forced == JAEGER and not api_v3:
+        return None
+    try:
+        read = decode(line, api_v3)
+    except RequestError as e:
+        return e
+    return read if read.names_spans else None
 
 
 def _skip_line(stream: Any) -> None:
