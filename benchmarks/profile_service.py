@@ -10,14 +10,14 @@ it starts ``loopwatch serve``, sends the stream of ``bench_service.py rate`` (pr
 requests, fresh copies, two driver processes) and samples the service from the first request
 until it has finished with every span (``bench_service.until_finished``: every turn finalized).
 
-What is sampled, and what is not: py-spy samples, without pausing the service, whichever of its
-Python threads holds the GIL (``--gil --nonblocking``), so every thread that runs loopwatch's
-code (the front ends' handler threads, the pipeline's worker, the metrics endpoint) is sampled
-in proportion to the CPU it spends running Python. What runs without the GIL (gRPC's C core
-threads, the kernel's side of the sockets) is not sampled: the report measures it apart, from
-each thread's CPU time (psutil, every thread of the process, named as the kernel names them),
-and gives each stage's share of the process's CPU as its share of the samples times the share
-of the CPU the samples cover (``sampled_share_of_cpu``), the rest as "outside the GIL".
+What is sampled, and what is not: py-spy samples whichever of the service's Python threads holds
+the GIL (``--gil``; C frames included, ``--native``, which pauses the service a moment each
+sample; ``--nonblocking``: without C frames, never paused), naming each sample's thread. Every
+thread's CPU time over the run is measured apart (psutil, every thread of the process), and
+each thread's CPU seconds are split among the stages as that thread's own samples are: a stage's
+share is of the process's CPU, not of the samples (which a thread waiting for the GIL or the
+sampler's pauses would skew). A thread with CPU time and no sample runs no Python (gRPC's C
+core's threads): it is its own row, "not sampled", named as the kernel names it.
 
 Each sample goes to one stage: the garbage collector's when it is on the stack, else by the
 innermost frame of loopwatch's own code (``STAGES``: the OTLP front ends, decoding and span
@@ -178,6 +178,7 @@ def profile(
     tmp: str,
     code: str | None,
     py_spy: str,
+    native: bool = True,
 ) -> tuple[str, dict[int, tuple[str, float]]]:
     """Serve (loopwatch from ``code``, default this checkout), drive, and return py-spy's raw
     samples of the service and each of its threads' CPU seconds over the run."""
@@ -194,7 +195,8 @@ def profile(
                     "--pid",
                     str(served.process.pid),
                     "--gil",
-                    "--nonblocking",
+                    # C frames (a compiled build's functions) need the service paused a sample
+                    "--native" if native else "--nonblocking",
                     "--threads",
                     "--format",
                     "raw",
@@ -276,6 +278,14 @@ def report_of(raw: str, spent: dict[int, tuple[str, float]]) -> tuple[dict[str, 
 NOT_SAMPLED = "not sampled (runs no Python)"
 
 
+def py_spy_path(given: str | None) -> str:
+    """py-spy's path: ``given``, else on PATH or beside this python; SystemExit without one."""
+    found = given or shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not os.access(found, os.X_OK):
+        raise SystemExit("profiling needs py-spy: pip install py-spy, or --py-spy PATH")
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--transport", default="grpc,http", help="grpc, http, http-json")
@@ -285,10 +295,14 @@ def main() -> None:
     parser.add_argument("--out", help="directory for service-profile.json")
     parser.add_argument("--baseline", help="git revision or import root profiled too")
     parser.add_argument("--py-spy", help="py-spy's path (default: on PATH or beside python)")
+    parser.add_argument(
+        "--nonblocking",
+        action="store_true",
+        help="sample without pausing the service (no C frames: a compiled build's functions "
+        "are then not seen)",
+    )
     args = parser.parse_args()
-    py_spy = args.py_spy or shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    if not os.access(py_spy, os.X_OK):
-        raise SystemExit("profile_service.py needs py-spy: pip install py-spy, or --py-spy PATH")
+    py_spy = py_spy_path(args.py_spy)
     base = realistic_requests(args.turns, seed=1)
     per_driver = max(1, args.copies // DRIVERS)
     parts = [copies(base, per_driver, first=i * per_driver) for i in range(DRIVERS)]
@@ -306,7 +320,14 @@ def main() -> None:
                 if transport == "http-json":
                     sent_as = json_requests(parts)
                 raw, spent = profile(
-                    transport, sent_as, sent, args.samples_per_second, tmp, code, py_spy
+                    transport,
+                    sent_as,
+                    sent,
+                    args.samples_per_second,
+                    tmp,
+                    code,
+                    py_spy,
+                    native=not args.nonblocking,
                 )
                 report[name], lines = report_of(raw, spent)
                 for line in lines:
