@@ -21,6 +21,8 @@ PACKAGE = HERE / "src" / "loopwatch"
 COMPILED_FOLDERS = ("core", "conventions")
 # attach/processor.py: the worker's loop (LoopwatchSpanProcessor is public and may be
 # subclassed, so it allows interpreted subclasses); attach/read_fields.py: reading each SDK span.
+# service/otlp_json_read.py reads OTLP/JSON's spans; its msgspec structs (service/otlp_json.py)
+# stay Python: mypyc compiles no class with another metaclass into its own.
 COMPILED_MODULES = (
     "attach/processor.py",
     "attach/read_fields.py",
@@ -28,6 +30,7 @@ COMPILED_MODULES = (
     "metrics/collectors.py",
     "attach/read_api.py",
     "service/otlp.py",
+    "service/otlp_json_read.py",
     "service/otlp_lean.py",
     "service/pipeline.py",
 )

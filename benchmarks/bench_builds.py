@@ -699,7 +699,9 @@ def profile(args: argparse.Namespace) -> dict[str, Any]:
         for transport in ("grpc", "http"):
             for build in BUILDS:
                 with building(build):
-                    raw = ps.profile(transport, shares_, sent, 200, tmp, str(COMPILED))
+                    raw, _ = ps.profile(
+                        transport, shares_, sent, 200, tmp, str(COMPILED), ps.py_spy_path(None)
+                    )
                 got, waiting = shares(raw, modules)
                 report[f"{build}/{transport}"] = {
                     "stages": {k: round(v, 3) for k, v in got.items()},

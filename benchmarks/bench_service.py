@@ -12,7 +12,8 @@ fresh trace ids and fresh values where real spans differ (ids, messages, token c
 and sent pre-encoded from two driver processes (two connections each) over gRPC and over HTTP,
 so the figure is the service's, not the driver's:
 - service-grpc / service-http: into ``loopwatch serve`` (a process), timed from the start until
-  its ``loopwatch_spans_total`` reaches the number sent (every span read and assembled);
+  it has finished with every span (:func:`until_finished`: ``loopwatch_spans_total`` at the
+  number sent, its queue empty and ``loopwatch_open_turns`` 0, every turn finalized);
 - service-http-json: the same requests as OTLP/JSON (hex ids) over HTTP, as OpenTelemetry JS's
   HTTP exporter sends them;
 - null-grpc: the same drivers into a gRPC server that only decodes and counts (the drivers' own
@@ -20,8 +21,10 @@ so the figure is the service's, not the driver's:
 - exporter: the same stream through the Python OTLP gRPC exporter (one driver process), which
   is what a Python agent or a benchmark with the SDK would see (its stream is streams.py as
   recorded: its values repeat more than real ones, which the service's attribute cache favours).
-``--baseline REV``: the three service rows again (``baseline-*``) with loopwatch as of a git
-revision, interleaved in the same rounds, and the ratios per CPU-second.
+``--baseline REV``: the service rows again (``baseline-*``) with loopwatch as of a git revision,
+or from a directory (an import root: another checkout's ``src``, or its compiled build's
+``build/compiled``), interleaved in the same rounds, and the ratios per CPU-second. This
+checkout is the one on PYTHONPATH (``build/compiled`` first for the compiled build).
 
 views: decoding and building the span views (``parse_protobuf`` + ``span_views``), and the
 service's whole core (those, then the pipeline: read, assemble, summarize, metrics; ``/core``),
@@ -37,7 +40,7 @@ throughput: the same spans (seeded ids, so every process builds identical reques
 - null receiver: from a driver process through the real OTLP gRPC exporter into a gRPC server
   that only decodes and counts: what the exporter and transport alone allow;
 - service: from the driver through the real OTLP gRPC exporter into ``loopwatch serve`` (a
-  process), timed until its ``loopwatch_spans_total`` reaches the number sent.
+  process), timed until it has finished with every span (as in rate).
 Interleaved rounds, medians, and the ratios (the figures: the machine is shared and noisy).
 
 soak: ``loopwatch serve`` fed at a steady rate of turns, a share of them never finishing (their
@@ -308,6 +311,27 @@ def _cpu(served: Served) -> float:
     return float(times.user + times.system)
 
 
+# past this after the last span is counted, a turn still open is a fault, not a slow finish
+FINISH_TIMEOUT = 120.0
+
+
+def until_finished(served: Served, sent: int, timeout: float = FINISH_TIMEOUT) -> None:
+    """Wait until the service has finished with ``sent`` spans: every one counted
+    (``loopwatch_spans_total``), none queued, and every turn finalized (``loopwatch_open_turns``
+    0); the grace period is part of the work."""
+    deadline = None
+    while True:
+        s = served.samples()
+        counted = s.get("loopwatch_spans_total", 0) >= sent
+        if counted and not s.get("loopwatch_queue_spans", 0) and not s.get("loopwatch_open_turns"):
+            return
+        if counted and deadline is None:
+            deadline = time.monotonic() + timeout
+        if deadline is not None and time.monotonic() > deadline:
+            raise SystemExit(f"loopwatch serve did not finalize every turn in {timeout:g} s: {s}")
+        time.sleep(0.25)  # a scrape takes the service's GIL: not too often
+
+
 def pre_into_service(
     transport: str, shares: list[list[bytes]], sent: int, tmp: str, code: str | None = None
 ) -> tuple[float, float]:
@@ -321,8 +345,7 @@ def pre_into_service(
             started = min(go(d) for d in ds)
             for d in ds:
                 result(d)
-            while served.samples().get("loopwatch_spans_total", 0) < sent:
-                time.sleep(0.25)  # a scrape takes the service's GIL: not too often
+            until_finished(served, sent)
             seconds = time.perf_counter() - started
             cpu = _cpu(served) - cpu
         return sent / seconds, sent / cpu
@@ -359,8 +382,7 @@ def exporter_into_service(turns: int, code: str | None = None) -> tuple[float, f
         started = go(process)
         r = result(process)
         process.wait(timeout=60)
-        while served.samples().get("loopwatch_spans_total", 0) < r["spans"]:
-            time.sleep(0.25)
+        until_finished(served, r["spans"])
         assert r["failures"] == 0, r
         seconds = time.perf_counter() - started
         return r["spans"] / seconds, r["spans"] / (_cpu(served) - cpu)
@@ -369,7 +391,11 @@ def exporter_into_service(turns: int, code: str | None = None) -> tuple[float, f
 
 
 def baseline_code(revision: str, tmp: str) -> str:
-    """loopwatch's source as of a git revision, extracted under ``tmp``."""
+    """loopwatch's import root: ``revision`` itself when it is a directory (another checkout's
+    ``src``, a compiled build), else the source as of that git revision, extracted under
+    ``tmp``."""
+    if Path(revision).is_dir():
+        return str(Path(revision).resolve())
     target = Path(tmp, "baseline")
     target.mkdir()
     return str(export_package(revision, target))
@@ -651,8 +677,7 @@ def through_service(turns: int, seed: int) -> float:
         with driver(served.grpc, turns, seed) as d:
             started = go(d)
             r = result(d)
-            while served.samples().get("loopwatch_spans_total", 0) < r["spans"]:
-                time.sleep(0.1)
+            until_finished(served, r["spans"])
             seconds = time.perf_counter() - started
         assert r["failures"] == 0, r
         return float(r["spans"] / seconds)
@@ -813,7 +838,9 @@ def main() -> None:
     r.add_argument("--exporter-turns", type=int, default=1500)
     r.add_argument("--rounds", type=int, default=3)
     r.add_argument("--out", help="directory for service-rate.json")
-    r.add_argument("--baseline", help="git revision whose service is measured too (baseline-*)")
+    r.add_argument(
+        "--baseline", help="git revision or import root whose service is measured too (baseline-*)"
+    )
     v = sub.add_parser("views")
     v.add_argument("--turns", type=int, default=300)
     v.add_argument("--repeats", type=int, default=8, help="request lists timed per process")

@@ -83,6 +83,7 @@ def test_the_compiled_modules_are_the_hot_path_and_config_is_left_out() -> None:
         "metrics/exporter.py",
         "attach/read_api.py",
         "service/otlp.py",
+        "service/otlp_json_read.py",
     ):
         assert f"src/loopwatch/{name}" in sources
     assert "src/loopwatch/attach/processor.py" in sources

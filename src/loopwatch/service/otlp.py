@@ -238,7 +238,8 @@ def span_attributes(raw: Iterable[bytes]) -> dict[str, Any]:
     return out
 
 
-def _service(resource: Any) -> str:
+def service_name(resource: Any) -> str:
+    """The service an OTLP ``Resource`` names: its ``service.name``, else "unknown"."""
     for kv in resource.attributes:
         if kv.key == "service.name":
             value = any_value(kv.value)
@@ -282,7 +283,7 @@ def span_views(request: Any) -> Decoded:
     rejected = 0
     from_bytes = int.from_bytes
     for rs in request.resource_spans:
-        service = _service(rs.resource)
+        service = service_name(rs.resource)
         for ss in rs.scope_spans:
             if ss.scope.name == OWN_SCOPE:  # loopwatch's own loop spans: never an agent's
                 continue
@@ -344,6 +345,7 @@ __all__ = [
     "hex_ids",
     "hex_ids_json",
     "parse_protobuf",
+    "service_name",
     "span_attributes",
     "span_views",
 ]

@@ -14,7 +14,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from loopwatch.core.log_view import LogView
-from loopwatch.service.otlp import RequestError, any_value, attributes
+from loopwatch.service.otlp import RequestError, any_value, attributes, service_name
 
 EVENT_NAME: Final = "event.name"  # where the agents put the name (before LogRecord.event_name)
 _HEX: Final = re.compile(r"[0-9a-fA-F]*")
@@ -107,14 +107,6 @@ def is_logs_document(document: Any) -> bool:
     )
 
 
-def _service(resource: Any) -> str:
-    for kv in resource.attributes:
-        if kv.key == "service.name":
-            value = any_value(kv.value)
-            return str(value) if value not in (None, "") else "unknown"
-    return "unknown"
-
-
 def count_records(request: ExportLogsServiceRequest) -> int:
     return sum(len(sl.log_records) for rl in request.resource_logs for sl in rl.scope_logs)
 
@@ -123,7 +115,7 @@ def log_views(request: ExportLogsServiceRequest) -> list[LogView]:
     """Every record of the request as a LogView."""
     views: list[LogView] = []
     for rl in request.resource_logs:
-        service = _service(rl.resource)
+        service = service_name(rl.resource)
         for sl in rl.scope_logs:
             scope = sl.scope.name
             for record in sl.log_records:
