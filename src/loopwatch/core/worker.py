@@ -87,7 +87,7 @@ class Worker(Generic[T]):
         self._drained = threading.Condition(self._lock)
         # items and drops taken by finished rounds: with what is queued, everything put so far
         self._processed = 0
-        self._thread: threading.Thread | None = None
+        self._runner: threading.Thread | None = None
         if on_fork is not None and hasattr(os, "register_at_fork"):
             # os.register_at_fork keeps a hook for good: it holds only a weak reference to this
             # partial, which only the worker holds, so a worker no one else holds is collected
@@ -169,12 +169,12 @@ class Worker(Generic[T]):
     @property
     def alive(self) -> bool:
         """Whether the thread runs and puts are taken."""
-        return self._thread is not None and self._thread.is_alive() and self._state == OPEN
+        return self._runner is not None and self._runner.is_alive() and self._state == OPEN
 
     @property
     def ident(self) -> int | None:
         """The thread's id (None without a thread): its CPU clock is the worker's cost."""
-        return self._thread.ident if self._thread is not None else None
+        return self._runner.ident if self._runner is not None else None
 
     # -- the round's side ------------------------------------------------------------------------
     def take(self, most: int) -> list[T]:
@@ -212,8 +212,8 @@ class Worker(Generic[T]):
 
     # -- the thread -------------------------------------------------------------------------------
     def _start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-        self._thread.start()
+        self._runner = threading.Thread(target=self._run, name=self._name, daemon=True)
+        self._runner.start()
 
     def _run(self) -> None:
         while self._state == OPEN:
@@ -274,7 +274,7 @@ class Worker(Generic[T]):
             return True
         self._state = CLOSED
         self._wake.set()
-        thread = self._thread
+        thread = self._runner
         if thread is not None and thread.is_alive() and thread is not threading.current_thread():
             thread.join(timeout)
             return not thread.is_alive()
@@ -292,7 +292,7 @@ class Worker(Generic[T]):
         self._drops.clear()
         self._weight = 0
         self._processed = 0
-        self._thread = None
+        self._runner = None
         if self._on_fork is not None:
             self._on_fork()
         if self._state == OPEN:
