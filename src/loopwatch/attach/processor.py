@@ -134,7 +134,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
         else:
             start = SpanStart(span)
         # after the put: a trace the worker finds followed has its start queued
-        if self.worker.offer(start) and follow is not None:
+        if self.worker.put(start, False) and follow is not None:
             self._followed.follow(follow)
 
     def on_end(self, span: ReadableSpan) -> None:

@@ -99,35 +99,26 @@ class Worker(Generic[T]):
             self._start()
 
     # -- producer threads -----------------------------------------------------------------------
-    def put(self, item: T) -> bool:
-        """Queue ``item``; False when the bound or a shutdown refused it. Never blocks (but
+    def put(self, item: T, count: bool = True) -> bool:
+        """Queue ``item``; False when the bound or a shutdown refused it (``count``: a refusal
+        by the bound is counted as a drop, where the worker counts drops). Never blocks (but
         with ``weigh``, for the weight's lock), never raises."""
         if self._weigh is not None:
-            return self._put_weighed(item, self._weigh(item))
+            return self._put_weighed(item, self._weigh(item), count)
         queued = len(self._queue)
         if queued < self._limit and self._state == OPEN:
             self._append(item)
             if queued == self.wake_at:
                 self._wake.set()
             return True
-        if self._count_drops and self._state == OPEN:
+        if count and self._count_drops and self._state == OPEN:
             self._drops.append(None)
         return False
 
-    def offer(self, item: T) -> bool:
-        """:meth:`put`, but an item the bound refuses is not counted as a drop."""
-        queued = len(self._queue)
-        if queued < self._limit and self._state == OPEN:
-            self._append(item)
-            if queued == self.wake_at:
-                self._wake.set()
-            return True
-        return False
-
-    def _put_weighed(self, item: T, weight: int) -> bool:
+    def _put_weighed(self, item: T, weight: int, count: bool) -> bool:
         with self._room:
             if not self._fits(weight):
-                if self._count_drops and self._state == OPEN:
+                if count and self._count_drops and self._state == OPEN:
                     self._drops.append(None)
                 return False
             wake = len(self._queue) == self.wake_at
