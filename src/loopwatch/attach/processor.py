@@ -111,13 +111,14 @@ class LoopwatchSpanProcessor(SpanProcessor):
         """Called by the SDK as a span starts, on the agent's thread: queues the start's fields
         in a trace that may hold a turn. Never blocks, never raises."""
         # Starts only tell an outermost agent span when it ends (the worker decides). On a full
-        # queue one is skipped uncounted: its span is counted at its end, read or dropped, and
-        # its turn is still finalized when the root ends.
-        if not self.worker.has_room():  # never once shut down
-            return
+        # queue, or once shut down, put refuses one uncounted: its span is counted at its end,
+        # read or dropped, and its turn is still finalized when the root ends.
         start: StartFields | SpanStart
         follow: int | None = None
-        if self._reader.reads_starts_of(type(span)):
+        cls, reader = type(span), self._reader
+        if reader.start_class is None:
+            reader.reads_starts_of(cls)  # learned at the first start
+        if cls is reader.start_class:
             # its fields, not the span: a started Span held until the worker runs outlives
             # its end, and the garbage collector meets it
             try:
