@@ -19,12 +19,15 @@ PACKAGE = HERE / "src" / "loopwatch"
 # summaries, metric updates, both span views). Whole folders, so a new core or conventions
 # module is compiled (and checked by mypyc) without anyone remembering to list it.
 COMPILED_FOLDERS = ("core", "conventions")
-# attach/processor.py: the worker's loop (LoopwatchSpanProcessor is public and may be
-# subclassed, so it allows interpreted subclasses); attach/read_fields.py: reading each SDK span.
-# service/otlp_json_read.py reads OTLP/JSON's spans; its msgspec structs (service/otlp_json.py)
-# stay Python: mypyc compiles no class with another metaclass into its own.
+# attach/processor.py: the worker's rounds (LoopwatchSpanProcessor is public and may be
+# subclassed, so it allows interpreted subclasses), with attach/queued.py (reading what the queue
+# holds) and attach/followed.py (the traces on_start follows); attach/read_fields.py: reading
+# each SDK span. service/otlp_json_read.py reads OTLP/JSON's spans; its msgspec structs
+# (service/otlp_json.py) stay Python: mypyc compiles no class with another metaclass into its own.
 COMPILED_MODULES = (
     "attach/processor.py",
+    "attach/queued.py",
+    "attach/followed.py",
     "attach/read_fields.py",
     "metrics/exporter.py",
     "metrics/collectors.py",

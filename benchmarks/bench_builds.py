@@ -288,7 +288,7 @@ def _plain_provider(how: str) -> Any:
     if how.startswith("loopwatch"):  # "loopwatch@N": its worker woken at N queued items
         processor = LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry())
         if "@" in how:
-            processor._batch = int(how.split("@")[1])
+            processor.worker.wake_at = int(how.split("@")[1])
         return provider(7, processor)
     return provider(7)
 

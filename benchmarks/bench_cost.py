@@ -83,15 +83,19 @@ def _record_events(emit: Callable[[Any], None], events: list[Any] | None = None)
     return recorded
 
 
-def _drain_ns(events: Sequence[Any], setup: Sequence[Any] = ()) -> int:
+def _drain_ns(events: Sequence[Any], setup: Sequence[Any] = (), public: bool = False) -> int:
     """Worker thread CPU for ``events`` (after ``setup``, untimed), queue filled beforehand."""
     from prometheus_client import CollectorRegistry
 
     from loopwatch import LoopwatchSpanProcessor
+    from loopwatch.attach.read_api import PUBLIC
     from testkit.streams import CONFIG
 
-    processor = LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry())
-    with processor._lock:  # the worker waits while the queue fills; this thread drains it
+    reader = PUBLIC if public else None
+    processor = LoopwatchSpanProcessor(
+        config=CONFIG, registry=CollectorRegistry(), span_reader=reader
+    )
+    with processor.worker.held():  # the worker waits while the queue fills; this thread drains it
         for part in (setup, events):  # the last one is timed
             for e in part:
                 if isinstance(e, tuple):
@@ -99,7 +103,7 @@ def _drain_ns(events: Sequence[Any], setup: Sequence[Any] = ()) -> int:
                 else:
                     processor.on_end(e)
             started = time.thread_time_ns()
-            processor._drain()
+            processor.worker.step()
             elapsed = time.thread_time_ns() - started
     processor.shutdown()
     return elapsed
@@ -117,23 +121,20 @@ def _worker_stream(name: str) -> Callable[[Any], None]:
 
 
 def child_worker(name: str, repeat: int, public: bool = False) -> dict[str, Any]:
-    if public:  # the reader loopwatch falls back to when the SDK's span fields are not as expected
-        from loopwatch.attach import read_fields
-
-        read_fields.use_public_api(True)
+    # public: the reader loopwatch falls back to when the SDK's span fields are not as expected
     events = _record_events(_worker_stream(name))
     spans = _ends(events)
-    ns = statistics.median(_drain_ns(events) for _ in range(repeat))
+    ns = statistics.median(_drain_ns(events, public=public) for _ in range(repeat))
     return {"us_per_span": ns / spans / 1000, "spans": spans}
 
 
 def child_stages(repeat: int) -> dict[str, Any]:
     """The worker's three stages, timed apart on the GenAI mix (processor._drain_chunk's,
-    without its error handling: keep the two in step)."""
+    without its error handling: keep the two in step; it reads the processor's private parts)."""
     from prometheus_client import CollectorRegistry
 
     from loopwatch import LoopwatchSpanProcessor
-    from loopwatch.attach.processor import EndRecord, PlainEnd, SpanStart
+    from loopwatch.attach.queued import EndRecord, PlainEnd, SpanStart
     from loopwatch.attach.read_fields import StartFields
     from loopwatch.core.records import kind_of
     from testkit.streams import CONFIG
@@ -145,18 +146,17 @@ def child_stages(repeat: int) -> dict[str, Any]:
     for _ in range(repeat):
         p = LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry())
         took = {"read": 0, "assemble": 0, "publish": 0}
-        with p._lock:  # the worker waits; this thread runs its stages
+        with p.worker.held():  # the worker waits; this thread runs its stages
             for e in events:
                 if isinstance(e, tuple):
                     p.on_start(e[0])
                 else:
                     p.on_end(e)
-            queue = p._queue
-            while queue:
+            while chunk := p.worker.take(256):
                 t0 = clock()
                 items = [
-                    item if isinstance(item, (StartFields, SpanStart)) else p._ended(item)
-                    for item in (queue.popleft() for _ in range(min(len(queue), 256)))
+                    item if isinstance(item, (StartFields, SpanStart)) else p._reader.ended(item)
+                    for item in chunk
                 ]
                 t1 = clock()
                 for item in items:
@@ -181,7 +181,7 @@ def child_stages(repeat: int) -> dict[str, Any]:
     by_kind: dict[str, list[Any]] = {}
     for e in events:
         if not isinstance(e, tuple):
-            read = p._ended(e)
+            read = p._reader.ended(e)
             kind = kind_of(read.record) if isinstance(read, EndRecord) else "plain"
             by_kind.setdefault(kind, []).append(e)
     p.shutdown()
@@ -190,7 +190,7 @@ def child_stages(repeat: int) -> dict[str, Any]:
         for _ in range(repeat * 4):
             started = clock()
             for span in ended:
-                p._ended(span)
+                p._reader.ended(span)
             times.append(clock() - started)
         out[f"read_one_{kind}"] = statistics.median(times) / len(ended) / 1000
     return {k: round(v, 2) for k, v in out.items()}
@@ -224,8 +224,8 @@ def child_host(rate: float, seconds: float, segments: int) -> dict[str, Any]:
             self.ended += 1
 
     loopwatch = LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry())
-    assert loopwatch._worker is not None and loopwatch._worker.ident is not None
-    worker_clock = time.pthread_getcpuclockid(loopwatch._worker.ident)
+    assert loopwatch.worker.ident is not None
+    worker_clock = time.pthread_getcpuclockid(loopwatch.worker.ident)
     setups = {}
     for how, extra in (("batch", ()), ("loopwatch", (loopwatch,))):
         counter = Counter()

@@ -37,12 +37,12 @@ from opentelemetry.trace import Tracer
 from prometheus_client import CollectorRegistry
 
 from loopwatch import LoopwatchSpanProcessor
-from loopwatch.attach.processor import span_view
 from loopwatch.conventions.read import is_tool_span
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
 from loopwatch.demo.scenarios import eleven_empty_searches, flaky, fourteen_tickets, healthy
+from testkit.span_views import span_view
 
 CONFIG = Config(
     tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))},
@@ -108,8 +108,9 @@ def live_start_ns(inner: SpanProcessor, turns: int, seed: int) -> float:
     timed = _TimedStarts(inner)
     provider = TracerProvider()
     provider.add_span_processor(timed)
-    lock = getattr(inner, "_lock", None)  # loopwatch's worker waits: only on_start is timed
-    with lock if lock is not None else contextlib.nullcontext():
+    # loopwatch's worker waits: only on_start is timed
+    held = inner.worker.held() if isinstance(inner, LoopwatchSpanProcessor) else None
+    with held if held is not None else contextlib.nullcontext():
         _emit_turns(provider.get_tracer("bench"), turns, seed)
     return timed.ns / timed.calls
 
@@ -124,11 +125,11 @@ def per_span_ns(fn: Callable[[ReadableSpan], None], spans: list[ReadableSpan]) -
 def worker_ns(spans: list[ReadableSpan]) -> float:
     """Time for loopwatch's worker to read and assemble ``spans`` (queue pre-filled)."""
     processor = LoopwatchSpanProcessor(config=CONFIG, registry=CollectorRegistry())
-    with processor._lock:  # hold the worker while the queue fills, then time the drain
+    with processor.worker.held():  # hold the worker while the queue fills, then time a round
         for s in spans:
             processor.on_end(s)
         start = time.perf_counter_ns()
-        processor._drain()
+        processor.worker.step()
         elapsed = time.perf_counter_ns() - start
     processor.shutdown()
     return elapsed / len(spans)

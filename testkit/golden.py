@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import generate_latest
 
 from loopwatch import LoopwatchSpanProcessor
+from loopwatch.attach.read_api import SpanReader
 from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.otlp import span_views
 from loopwatch.service.pipeline import Pipeline
@@ -40,9 +41,10 @@ def normalize(text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def in_process(name: str) -> str:
+def in_process(name: str, span_reader: SpanReader | None = None) -> str:
+    """A stream's exposition from the processor (``span_reader``: the processor's)."""
     registry = CollectorRegistry()
-    processor = LoopwatchSpanProcessor(config=CONFIG, registry=registry)
+    processor = LoopwatchSpanProcessor(config=CONFIG, registry=registry, span_reader=span_reader)
     p = provider(11, processor)
     STREAMS[name](p.get_tracer("bench"))
     p.shutdown()

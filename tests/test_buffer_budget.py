@@ -68,7 +68,7 @@ def test_a_flood_of_plain_spans_stays_under_the_budget_and_a_good_turn_counts_on
     pipeline = Pipeline(
         Config(tools=DECLARED, buffer_bytes=budget, grace_seconds=0.0), LoopwatchMetrics(registry)
     )
-    assembler = pipeline._assembler
+    assembler = pipeline.assembler
     process = psutil.Process(os.getpid())
     gc.collect()
     rss_start = process.memory_info().rss

@@ -115,9 +115,9 @@ def test_after_shutdown_nothing_is_queued_followed_or_counted() -> None:
         agent.end()
     for _ in range(200_000):  # past the queue's bound: not counted as dropped either
         processor.on_end(FILLER)
-    assert len(processor._queue) == 0
-    assert len(processor._queue_drops) == 0
-    assert len(processor._turn_traces) == 0
+    assert processor.worker.queued == 0
+    assert processor.worker.dropped == 0
+    assert len(processor.followed_traces) == 0
     assert value(registry, "loopwatch_spans_total") == 0
     assert value(registry, "loopwatch_spans_dropped_total") == 0
     assert processor.force_flush(1)
@@ -183,12 +183,8 @@ def test_a_forked_child_of_a_stopped_processor_starts_no_worker() -> None:
     processor.shutdown()
 
     def child() -> dict[str, Any]:
-        worker = processor._worker
         processor.on_end(FILLER)
-        return {
-            "worker running": worker is not None and worker.is_alive(),
-            "queued": len(processor._queue),
-        }
+        return {"worker running": processor.worker.alive, "queued": processor.worker.queued}
 
     assert in_child(child) == {"worker running": False, "queued": 0}
 
@@ -203,19 +199,19 @@ def test_a_forked_child_starts_clean_and_counts_its_own_turns() -> None:
         )
     p.flush()
     processor = p.processor
-    assert (len(processor._turn_traces), processor._assembler.open_turns) == (1, 1)
+    assert (len(processor.followed_traces), processor.open_turns) == (1, 1)
 
     def child() -> dict[str, Any]:
         held = {
-            "traces": len(processor._turn_traces),
-            "open turns": processor._assembler.open_turns,
-            "queued": len(processor._queue),
+            "traces": len(processor.followed_traces),
+            "open turns": processor.open_turns,
+            "queued": processor.worker.queued,
         }
         emit_turn(p.tracer, fourteen_tickets(), 100 * S)
         own = {
             "turns": p.value("loopwatch_turns_total"),
             "repeats": p.value("loopwatch_repeat_calls_total"),
-            "worker running": processor._worker is not None and processor._worker.is_alive(),
+            "worker running": processor.worker.alive,
         }
         processor.shutdown()  # the parent's open turn is not the child's to finalize
         return {
@@ -251,15 +247,15 @@ def test_the_all_starts_switch_turns_off_once_its_traces_end() -> None:
     roots = [tracer.start_span("invoke_agent a", attributes=AGENT) for _ in range(3)]
     assert processor.force_flush(10_000)
     # two traces followed, the third started past the bound: every start is queued
-    assert (len(processor._turn_traces), value(registry, switch)) == (2, 1)
+    assert (len(processor.followed_traces), value(registry, switch)) == (2, 1)
     for root in roots:
         root.end()
     wait_for(lambda: value(registry, switch) == 0)
-    assert (len(processor._turn_traces), value(registry, "loopwatch_turns_total")) == (0, 3)
-    with processor._lock:  # off: a plain span's start is not queued again
-        queued = len(processor._queue)
+    assert (len(processor.followed_traces), value(registry, "loopwatch_turns_total")) == (0, 3)
+    with processor.worker.held():  # off: a plain span's start is not queued again
+        queued = processor.worker.queued
         tracer.start_span("SELECT 1", attributes=PLAIN).end()
-        assert len(processor._queue) == queued + 1
+        assert processor.worker.queued == queued + 1
     provider.shutdown()
     assert sink.switch == [True, False]
     assert value(registry, switch) == 0
@@ -273,9 +269,9 @@ def test_traces_whose_roots_were_dropped_let_the_switch_go_once_evicted() -> Non
     config = Config(queue_spans=100, max_open_turns=3)
     processor = LoopwatchSpanProcessor(config=config, sink=sink, max_turn_traces=2)
     provider, tracer = tracer_for(processor)
-    with processor._lock:  # the worker waits: the queue fills
+    with processor.worker.held():  # the worker waits: the queue fills
         roots = [tracer.start_span("invoke_agent a", attributes=AGENT) for _ in range(3)]
-        while len(processor._queue) < config.queue_spans:
+        while processor.worker.queued < config.queue_spans:
             processor.on_end(FILLER)
         for root in roots:
             root.end()  # dropped: the queue is full
@@ -289,7 +285,7 @@ def test_traces_whose_roots_were_dropped_let_the_switch_go_once_evicted() -> Non
         root.end()
     wait_for(lambda: value(registry, "loopwatch_all_starts_queued") == 0)
     assert value(registry, "loopwatch_turns_total") == 3
-    assert len(processor._turn_traces) == 0
+    assert len(processor.followed_traces) == 0
     provider.shutdown()
     assert sink.switch == [True, False]
     assert sink.queue[-1] == 0
@@ -306,10 +302,10 @@ def test_the_set_of_traces_followed_stays_within_its_bound() -> None:
     provider, tracer = tracer_for(processor)
     for _ in range(50):
         tracer.start_span("invoke_agent a", attributes=AGENT)  # never ended
-        assert len(processor._turn_traces) <= 8
+        assert len(processor.followed_traces) <= 8
     assert processor.force_flush(10_000)
     # the assembler holds the last 4; the others leave the set at the worker's next sweep
-    wait_for(lambda: len(processor._turn_traces) == 4 and not processor._every_start)
+    wait_for(lambda: len(processor.followed_traces) == 4 and not processor.queues_every_start)
     provider.shutdown()
 
 

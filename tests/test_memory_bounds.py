@@ -8,9 +8,9 @@ import weakref
 
 import psutil
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import Span as SdkSpan
 
-from loopwatch.attach.processor import SpanStart
+from loopwatch.attach.queued import SpanStart
 from loopwatch.conventions import read_span
 from loopwatch.core.assembler import TurnAssembler
 from loopwatch.core.config import Config
@@ -105,7 +105,7 @@ def test_plain_traffic_is_not_buffered_in_process() -> None:
         for i in range(200):  # database spans of an ordinary request: no agent anywhere
             p.tracer.start_span("SELECT orders", start_time=(2 + i) * S).end(end_time=(3 + i) * S)
         p.flush()
-        assert p.processor._assembler.open_turns == 0
+        assert p.processor.open_turns == 0
         agent = p.tracer.start_span(
             "invoke_agent support", start_time=300 * S, attributes={"gen_ai.agent.name": "a"}
         )
@@ -113,7 +113,7 @@ def test_plain_traffic_is_not_buffered_in_process() -> None:
             p.tracer.start_span("SELECT customers", start_time=301 * S).end(end_time=302 * S)
             p.flush()
             # the agent's start opened its trace; the plain span under it was not kept
-            assert p.processor._assembler.open_turns == 1
+            assert p.processor.open_turns == 1
         agent.end(end_time=303 * S)
     request.end(end_time=400 * S)
     assert p.value("loopwatch_turns_total") == 1  # the agent answered without tools
@@ -129,14 +129,14 @@ def test_a_started_span_is_not_held_past_its_end() -> None:
 
     p = Pipeline()
     agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}
-    with p.processor._lock:  # the worker waits: the start and the end stay queued
+    with p.processor.worker.held():  # the start and the end stay queued
         span = p.tracer.start_span("invoke_agent a", attributes=agent)
         started = weakref.ref(span)
         span.end()
         del span
         gc.collect()
         assert started() is None
-        assert len(p.processor._queue) == 2
+        assert p.processor.worker.queued == 2
     assert p.value("loopwatch_turns_total") == 1
     p.close()
 
@@ -149,30 +149,30 @@ def test_only_starts_in_traces_with_a_turn_span_are_queued_until_their_root_ends
     from tests.support.helpers import Pipeline
 
     p = Pipeline()
-    queue, traces = p.processor._queue, p.processor._turn_traces
+    worker = p.processor.worker
     agent_attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}
-    with p.processor._lock:
+    with worker.held():
         request = p.tracer.start_span("GET /orders", attributes={"http.method": "GET"})
         with trace.use_span(request, end_on_exit=False):
             p.tracer.start_span("SELECT orders", attributes={"db.system": "postgresql"}).end()
-            assert len(queue) == 1  # the query's end only
+            assert worker.queued == 1  # the query's end only
             chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
             p.tracer.start_span("chat m", attributes=chat).end()
-            assert len(queue) == 2  # a model call is not a turn span: its end only
+            assert worker.queued == 2  # a model call is not a turn span: its end only
             agent = p.tracer.start_span("invoke_agent a", attributes=agent_attributes)
-            assert list(traces) == [request.get_span_context().trace_id]
+            assert p.processor.followed_traces == [request.get_span_context().trace_id]
             with trace.use_span(agent, end_on_exit=False):
                 p.tracer.start_span("GET", attributes={"http.method": "GET"}).end()
-                assert len(queue) == 5  # the agent's start, the fetch's start and end
+                assert worker.queued == 5  # the agent's start, the fetch's start and end
             agent.end()
             p.tracer.start_span("UPDATE orders", attributes={"db.system": "postgresql"}).end()
-            assert len(queue) == 8  # a start after the turn, in the same trace, too
+            assert worker.queued == 8  # a start after the turn, in the same trace, too
         request.end()
-        assert list(traces) == [
+        assert p.processor.followed_traces == [
             request.get_span_context().trace_id
         ]  # until the worker has taken the root
     assert p.value("loopwatch_turns_total") == 1
-    assert not traces
+    assert not p.processor.followed_traces
     assert p.value("loopwatch_spans_total", kind="other") == 4
     assert p.value("loopwatch_spans_total", kind="llm") == 1
     p.close()
@@ -181,45 +181,40 @@ def test_only_starts_in_traces_with_a_turn_span_are_queued_until_their_root_ends
 def test_past_its_bound_of_traces_every_start_is_queued() -> None:
     """Local roots that never end fill the set of traces followed; from then on every start is
     queued (the worker tests each), none is lost."""
-    from loopwatch.attach import processor as module
     from tests.support.helpers import Pipeline
 
-    p = Pipeline()
-    bound = module.TURN_TRACES
-    p.processor._turn_traces.update(dict.fromkeys(range(1, bound + 1)))  # as many open turns
-    queue = p.processor._queue
-    with p.processor._lock:
+    bound = 2
+    p = Pipeline(max_turn_traces=bound)
+    for _ in range(bound):  # as many open turns
+        p.tracer.start_span("invoke_agent a", attributes={"gen_ai.agent.name": "a"})
+    p.flush()
+    worker = p.processor.worker
+    with worker.held():
         p.tracer.start_span("SELECT 1", attributes={"db.system": "postgresql"}).end()
-        assert len(queue) == 1  # still not queued: nothing more to follow yet
+        assert worker.queued == 1  # still not queued: nothing more to follow yet
         agent = p.tracer.start_span("invoke_agent a", attributes={"gen_ai.agent.name": "a"})
-        assert len(queue) == 2 and p.processor._every_start
-        assert len(p.processor._turn_traces) == bound
+        assert worker.queued == 2 and p.processor.queues_every_start
+        assert len(p.processor.followed_traces) == bound
         p.tracer.start_span("SELECT 2", attributes={"db.system": "postgresql"}).end()
-        assert len(queue) == 4
+        assert worker.queued == 4
         agent.end()
     assert p.value("loopwatch_turns_total") == 1
     p.close()
-
-
-class _Bare(ReadableSpan):
-    """A span class that keeps none of the SDK's fields: its start is queued as the span."""
-
-    def __init__(self) -> None:
-        pass
 
 
 def test_a_start_whose_fields_are_missing_is_queued_as_the_span_not_raised() -> None:
     from tests.support.helpers import Pipeline
 
     p = Pipeline()
-    p.tracer.start_span("warm").end()  # the processor learns the SDK's span class
-    with p.processor._lock:
-        p.processor._start_class = _Bare  # as though it had learned this one
-        p.processor.on_start(_Bare())  # type: ignore[arg-type]
-        item = p.processor._queue[-1]
+    warm = p.tracer.start_span("warm")  # the processor learns the SDK's span class
+    warm.end()
+    assert isinstance(warm, SdkSpan)
+    bare = object.__new__(type(warm))  # of that class, without any of its fields
+    with p.processor.worker.held():
+        p.processor.on_start(bare)
+        item = p.processor.worker.pending()[-1]
         assert isinstance(item, SpanStart)
-        queued: object = item.span  # typed as the SDK's span; _Bare is what was queued
-        assert type(queued) is _Bare
+        assert item.span is bare
     p.close()
 
 

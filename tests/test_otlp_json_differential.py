@@ -699,7 +699,7 @@ def test_serve_and_replay_give_the_same_span_views_for_the_same_bytes(tmp_path: 
         served.append(
             [
                 repr(v)
-                for batch in pipeline._batches
+                for batch in pipeline.worker.pending()
                 if not isinstance(batch, LogBatch)  # (spans only: a logs batch is not one)
                 for v in batch
             ]

@@ -26,10 +26,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 import loopwatch
-from loopwatch.attach.processor import span_view
 from loopwatch.conventions.read import read_span
 from loopwatch.core.assembler import TurnAssembler
 from loopwatch.metrics.exporter import metrics_for
+from testkit.span_views import span_view
 from tests.support.conversations import (
     conversation_config,
     conversation_script,

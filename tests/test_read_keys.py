@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 import tests.support.span_shapes as conventions
-from loopwatch.attach.processor import span_view
 from loopwatch.conventions.read import (
     UNREAD_PREFIXES,
     is_turn_span,
@@ -21,6 +20,7 @@ from loopwatch.conventions.read import (
 )
 from loopwatch.core.records import Link, TurnMark
 from loopwatch.core.span_view import SpanView
+from testkit.span_views import span_view
 from testkit.streams import STREAMS, record
 from tests.support.recording import Recording
 

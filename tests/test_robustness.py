@@ -177,16 +177,16 @@ def test_an_unreadable_span_is_counted_as_dropped() -> None:
 def test_queue_bound_drops_are_counted_not_raised() -> None:
     registry = CollectorRegistry()
     processor = LoopwatchSpanProcessor(config=Config(queue_spans=10), registry=registry)
-    with processor._lock:  # hold the worker so the queue fills
+    with processor.worker.held():  # so the queue fills
         span = ReadableSpan(name="x", context=SpanContext(1, 2, is_remote=False), end_time=1)
         for _ in range(25):
             processor.on_end(span)
-        assert len(processor._queue) == 10
+        assert processor.worker.queued == 10
     processor.force_flush()
     assert _samples(registry, "loopwatch_spans_dropped_total") == {("queue_full",): 15.0}
     # 5 spans fit (a start and an end each); each of the other 20 meets a full queue twice
     # and is one drop, not two
-    with processor._lock:
+    with processor.worker.held():
         for _ in range(25):
             processor.on_start(span)  # type: ignore[arg-type]
             processor.on_end(span)
@@ -225,15 +225,15 @@ def test_eight_threads_give_exact_totals() -> None:
     p.close()
 
 
-def test_a_forked_child_works_even_if_the_fork_came_mid_wait() -> None:
+def test_a_forked_child_works_even_if_the_fork_came_mid_round() -> None:
     registry = CollectorRegistry()
     processor = LoopwatchSpanProcessor(config=Config(queue_spans=10), registry=registry)
     span = ReadableSpan(name="x", context=SpanContext(1, 2, is_remote=False), end_time=1)
-    with processor._wake._cond:  # type: ignore[attr-defined]  # held, as by the worker inside Event.wait at the fork
+    with processor.worker.held():  # held at the fork, as by the worker inside a round
         pid = os.fork()
-        if pid == 0:  # the child: on_end sets the wake event once the queue holds a batch
+        if pid == 0:  # the child: on_end wakes the worker once the queue holds 5 (half of 10)
             try:
-                for _ in range(processor._batch + 1):
+                for _ in range(6):
                     processor.on_end(span)
                 flushed = processor.force_flush(10_000)
                 spans = _samples(registry, "loopwatch_spans_total")

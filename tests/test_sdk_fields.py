@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from prometheus_client.openmetrics.exposition import generate_latest
 
 from loopwatch import LoopwatchSpanProcessor
 from loopwatch.attach import read_fields
-from loopwatch.attach.read_api import PUBLIC
+from loopwatch.attach.read_api import PUBLIC, SpanReader
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
 from loopwatch.demo.emit import CONVENTIONS, emit_turn
@@ -27,19 +26,15 @@ from tests.support.helpers import S
 DECLARED = Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})
 
 
-@pytest.fixture
-def public_api() -> Iterator[None]:
-    read_fields.use_public_api(True)
-    yield
-    read_fields.use_public_api(False)
-
-
-def _incidents() -> str:
+def _incidents(span_reader: SpanReader | None = None) -> str:
     """The exposition of both incidents in every convention, declared and not."""
     out = []
     for config in (DECLARED, Config()):
         registry = CollectorRegistry()
-        p = provider(5, LoopwatchSpanProcessor(config=config, registry=registry))
+        processor = LoopwatchSpanProcessor(
+            config=config, registry=registry, span_reader=span_reader
+        )
+        p = provider(5, processor)
         tracer, t = p.get_tracer("test"), 1000 * S
         for convention in CONVENTIONS:
             t = emit_turn(tracer, fourteen_tickets(), t, convention)
@@ -52,28 +47,20 @@ def _incidents() -> str:
 def test_the_installed_sdk_is_read_from_its_fields() -> None:
     assert read_fields.mismatch() is None
     processor = LoopwatchSpanProcessor(config=Config(), registry=CollectorRegistry())
-    assert processor._span_view is read_fields.FAST.view
+    assert processor.span_reader is read_fields.FAST
     processor.shutdown()
 
 
-@pytest.mark.usefixtures("public_api")
 @pytest.mark.parametrize("name", sorted(STREAMS))
 def test_the_public_api_exports_the_golden_metrics(name: str) -> None:
-    processor = LoopwatchSpanProcessor(config=Config(), registry=CollectorRegistry())
-    assert processor._span_view is PUBLIC.view
-    processor.shutdown()
-    got = in_process(name)
+    got = in_process(name, PUBLIC)
     assert got.splitlines() == (GOLDEN / f"{name}-processor.txt").read_text().splitlines()
 
 
 def test_the_public_api_counts_the_incidents_as_the_fields_do() -> None:
     fields = _incidents()
     assert "loopwatch_turns_total" in fields
-    read_fields.use_public_api(True)
-    try:
-        public = _incidents()
-    finally:
-        read_fields.use_public_api(False)
+    public = _incidents(PUBLIC)
     assert public.splitlines() == fields.splitlines()
 
 
@@ -141,7 +128,7 @@ def test_a_check_that_cannot_run_falls_back_without_raising(
     with caplog.at_level(logging.WARNING, logger="loopwatch"):
         processor = LoopwatchSpanProcessor(config=Config(), registry=CollectorRegistry())
     processor.shutdown()
-    assert processor._span_view is PUBLIC.view
+    assert processor.span_reader is PUBLIC
     warnings = [r for r in caplog.records if r.name.startswith("loopwatch")]
     assert [r.levelno for r in warnings] == [logging.WARNING]
     assert "no TracerProvider here" in warnings[0].getMessage()
@@ -151,20 +138,18 @@ def test_a_check_that_cannot_run_falls_back_without_raising(
 def test_names_that_are_not_text_are_read_as_text(public: bool) -> None:
     """The SDK stores whatever name the caller passed; a span named 12345 or None is still
     read, its tool call counted, not dropped as an internal error."""
-    read_fields.use_public_api(public)
-    try:
-        registry = CollectorRegistry()
-        p = provider(5, LoopwatchSpanProcessor(config=Config(), registry=registry))
-        tracer = p.get_tracer("test")
-        tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}
-        with (
-            tracer.start_as_current_span(12345),  # type: ignore[arg-type]
-            tracer.start_as_current_span(None, attributes=tool) as span,  # type: ignore[arg-type]
-        ):
-            span.add_event(7)  # type: ignore[arg-type]
-        p.shutdown()
-    finally:
-        read_fields.use_public_api(False)
+    registry = CollectorRegistry()
+    reader = PUBLIC if public else None
+    processor = LoopwatchSpanProcessor(config=Config(), registry=registry, span_reader=reader)
+    p = provider(5, processor)
+    tracer = p.get_tracer("test")
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}
+    with (
+        tracer.start_as_current_span(12345),  # type: ignore[arg-type]
+        tracer.start_as_current_span(None, attributes=tool) as span,  # type: ignore[arg-type]
+    ):
+        span.add_event(7)  # type: ignore[arg-type]
+    p.shutdown()
     exposition = generate_latest(registry).decode()
     assert 'loopwatch_spans_dropped_total{reason="error"} 0.0' in exposition
     calls = 'loopwatch_tool_calls_total{agent="unknown",error_class="ok",model="unknown",'

@@ -91,9 +91,9 @@ def test_exporter_span_survives_the_wire_unchanged() -> None:
     """The OTLP decoding yields exactly the SpanView the in-process processor builds."""
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from loopwatch.attach.processor import span_view
     from loopwatch.service.otlp import parse_protobuf, span_views
     from loopwatch.service.otlp_json import decode
+    from testkit.span_views import span_view
 
     p = Pipeline(CONFIG)
     memory = InMemorySpanExporter()

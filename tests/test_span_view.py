@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -11,9 +14,10 @@ from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
 from prometheus_client import CollectorRegistry
 
 from loopwatch import LoopwatchSpanProcessor
-from loopwatch.attach.processor import span_view
 from loopwatch.core.config import Config
 from loopwatch.core.span_view import STATUS_ERROR, STATUS_OK, STATUS_UNSET, EventView, SpanView
+from loopwatch.core.worker import Worker
+from testkit.span_views import span_view
 
 _CODES = {StatusCode.UNSET: STATUS_UNSET, StatusCode.OK: STATUS_OK, StatusCode.ERROR: STATUS_ERROR}
 
@@ -115,7 +119,6 @@ def test_the_processor_reads_such_a_class_through_them_beside_the_sdks() -> None
     for span in (before, sdk_span, after):
         processor.on_end(span)
     processor.shutdown()
-    assert processor._end_class is ReadableSpan
     labels = {"agent": "unknown", "error_class": "ok", "model": "unknown", "tool": "t"}
     calls = registry.get_sample_value(
         "loopwatch_tool_calls_total", {**labels, "service": "unknown_service:python"}
@@ -124,16 +127,20 @@ def test_the_processor_reads_such_a_class_through_them_beside_the_sdks() -> None
     assert registry.get_sample_value("loopwatch_spans_total", {"kind": "other"}) == 1
 
 
-class _NoWorker(LoopwatchSpanProcessor):
-    def _start_worker(self) -> None:
-        pass  # nothing takes from the queue: the wake stays as the queue leaves it
-
-
 def test_a_queued_batch_wakes_the_worker_before_its_poll() -> None:
-    processor = _NoWorker(config=Config(queue_spans=10), registry=CollectorRegistry())
-    span = ReadableSpan("x", SpanContext(1, 2, is_remote=False), end_time=1)
-    for _ in range(processor._batch):  # half the queue bound
-        processor.on_end(span)
-    assert not processor._wake.is_set()
-    processor.on_end(span)
-    assert processor._wake.is_set()
+    ran = threading.Event()
+
+    def round() -> int:
+        ran.set()
+        return len(worker.take(10))
+
+    # wakes when a put finds 5 queued, else once an hour
+    worker: Worker[int] = Worker(
+        round, limit=10, wake_at=5, poll=3600.0, name="t", log=logging.getLogger("t"), where="t"
+    )
+    for i in range(5):
+        worker.put(i)
+    assert not ran.wait(0.2)
+    worker.put(5)
+    assert ran.wait(30)
+    assert worker.shutdown(30)

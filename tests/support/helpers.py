@@ -86,9 +86,13 @@ def require_tool(name: str) -> str:
 class Pipeline:
     """A real TracerProvider with a LoopwatchSpanProcessor on its own registry."""
 
-    def __init__(self, config: Config | None = None, service: str = "support-agent") -> None:
+    def __init__(
+        self, config: Config | None = None, service: str = "support-agent", **processor: Any
+    ) -> None:
         self.registry = CollectorRegistry()
-        self.processor = LoopwatchSpanProcessor(config=config or Config(), registry=self.registry)
+        self.processor = LoopwatchSpanProcessor(
+            config=config or Config(), registry=self.registry, **processor
+        )
         self.provider = TracerProvider(resource=Resource.create({"service.name": service}))
         self.provider.add_span_processor(self.processor)
         self.tracer: Tracer = self.provider.get_tracer("test")

@@ -138,7 +138,11 @@ def start_may_be_turn(start: StartFields) -> bool:
 
 def start_fields(start: StartFields) -> Start:
     """A kept start as the worker reads it."""
-    ctx, parent, name, attributes = start.context, start.parent, start.name, start.attributes
+    return _fields(start.context, start.parent, start.name, start.attributes)
+
+
+def _fields(ctx: Any, parent: Any, name: Any, attributes: Any) -> Start:
+    """A span's ids, name and attributes from its fields (a start's or an end's)."""
     # SpanContext is a tuple (trace_id, span_id, is_remote, ...): its properties index it
     inner = getattr(attributes, "_dict", None)  # _readable, inline: once a span
     if type(inner) is not dict:
@@ -171,21 +175,10 @@ def read_end(span: ReadableSpan) -> End:
 
 def end_fields(span: ReadableSpan) -> Start:
     """read_end but the resource, unchecked: for a span of a class ``direct`` approved."""
-    ctx, parent = span._context, span._parent
     # typed str, but the SDK stores what the caller passed: read untyped (compiled, a typed read
     # is checked, and raises on 12345)
     name = getattr(span, "_name")  # noqa: B009
-    attributes = span._attributes
-    inner = getattr(attributes, "_dict", None)
-    if type(inner) is not dict:
-        inner = dict(attributes) if attributes else {}
-    return (
-        ctx[0] if ctx is not None else 0,
-        ctx[1] if ctx is not None else 0,
-        parent[1] if parent is not None and not parent[2] else None,
-        name if type(name) is str else name_text(name),
-        inner,
-    )
+    return _fields(span._context, span._parent, name, span._attributes)
 
 
 def resource_field(span: ReadableSpan) -> Resource | None:
@@ -328,7 +321,6 @@ def _read(reader: SpanReader, what: str, span: ReadableSpan) -> Any:
 
 _lock = threading.Lock()
 _checked: SpanReader | None = None  # the reader the check chose: once a process
-_public_only = False
 
 
 def _after_fork() -> None:
@@ -344,8 +336,6 @@ def span_reader() -> SpanReader:
     """The field reader when it passes its check against the installed SDK (run on the first
     call), else the public one."""
     global _checked
-    if _public_only:
-        return PUBLIC
     with _lock:
         if _checked is None:
             try:
@@ -361,13 +351,6 @@ def span_reader() -> SpanReader:
                 )
             _checked = PUBLIC if problem is not None else FAST
         return _checked
-
-
-def use_public_api(on: bool) -> None:
-    """For tests and benchmarks: processors created from now on read spans through the public
-    API (``on``), or as the check decides."""
-    global _public_only
-    _public_only = on
 
 
 def _sdk_version() -> str:

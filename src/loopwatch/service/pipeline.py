@@ -1,13 +1,13 @@
-"""One worker thread that owns the TurnAssembler, fed by request threads through a bounded
-queue; finalizes a trace a grace period after its root arrives, or when it has been idle."""
+"""The service's pipeline: the shared worker (``loopwatch.core.worker``) owns the TurnAssembler,
+fed by request threads through its queue, bounded in spans; it finalizes a trace a grace period
+after its root arrives, or when it has been idle."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import partial
 
@@ -21,6 +21,7 @@ from loopwatch.core.records import KIND_OTHER, KIND_TOOL, Record, ToolCall, Turn
 from loopwatch.core.sink import QueueGauges, Sink, agent_events
 from loopwatch.core.span_view import SpanView
 from loopwatch.core.summary import TurnSummary
+from loopwatch.core.worker import Worker
 from loopwatch.service.otlp import REMOTE_PARENT
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,9 @@ class LogBatch:
         return len(self.logs)
 
 
+Batch = Sequence[SpanView] | LogBatch  # one request's spans or log records
+
+
 class Pipeline:
     """Thread-safe front of a TurnAssembler; every assembler call happens on one worker."""
 
@@ -66,11 +70,7 @@ class Pipeline:
         self._assembler = TurnAssembler(config, sink, clock)
         self._assembler.loop_spans = loop_spans
         self._gauges = QueueGauges(sink)  # where the sink has them (a replay's has not)
-        self._batches: deque[Sequence[SpanView] | LogBatch] = deque()
-        self._queued = 0  # spans in _batches
-        self._busy = False  # the worker holds a batch it has not finished
-        self._cond = threading.Condition()
-        self._stopping = False
+        self._next_grace = self._next_sweep = 0.0
         # Traces that have shown an agent span; and, of those, when a span whose parent is in
         # another process arrived after it: that process (the agent's) is done with the trace,
         # whose true root may never come here (a gateway exporting elsewhere), so the grace
@@ -86,74 +86,74 @@ class Pipeline:
         self._span_services: OrderedDict[str, None] = OrderedDict()
         # traces open at shutdown: (finalized as usual, finalized without their root)
         self.finished_at_stop = (0, 0)
-        self._worker = threading.Thread(target=self._run, name="loopwatch-pipeline", daemon=True)
-        if worker:
-            self._worker.start()
+        # the shared worker: its queue holds whole requests, bounded in spans; woken by a
+        # request into an empty queue, else every grace check
+        self._worker: Worker[Batch] = Worker(
+            self._round,
+            limit=config.queue_spans,
+            weigh=len,
+            poll=_GRACE_CHECK_SECONDS,
+            name="loopwatch-pipeline",
+            log=log,
+            where="pipeline",
+            on_stop=self._finish,
+            on_error=partial(sink.dropped, DROP_ERROR),
+            start=worker,
+        )
 
     # -- request threads ------------------------------------------------------------------------
     def has_room(self, count: int) -> bool:
         """Whether :meth:`submit` would take ``count`` spans now."""
-        with self._cond:
-            return not self._stopping and (
-                not self._queued or self._queued + count <= self.config.queue_spans
-            )
+        return self._worker.has_room(count)
 
-    def submit(self, spans: Sequence[SpanView] | LogBatch) -> bool:
+    def submit(self, spans: Batch) -> bool:
         """Queue one request's spans; False when the queue is full (the caller answers with a
-        retryable error, so the exporter sends them again) or the pipeline is stopping."""
-        count = len(spans)
-        with self._cond:
-            if self._stopping:
-                return False
-            if not count:
-                return True
-            # a request larger than the whole queue is still taken when the queue is empty
-            if self._queued and self._queued + count > self.config.queue_spans:
-                return False
-            self._batches.append(spans)
-            self._queued += count
-            self._cond.notify_all()
-        return True
+        retryable error, so the exporter sends them again) or the pipeline is stopping. A
+        request larger than the whole queue is still taken when the queue is empty."""
+        if not len(spans):
+            return self._worker.is_open
+        return self._worker.put(spans)
 
     @property
     def queued(self) -> int:
-        return self._queued
+        """Spans queued."""
+        return self._worker.queued
 
     @property
     def alive(self) -> bool:
-        return self._worker.is_alive() and not self._stopping
+        """Whether the worker runs and takes spans."""
+        return self._worker.alive
+
+    @property
+    def worker(self) -> Worker[Batch]:
+        """The worker: tests hold it (``held``) and step it (``step``)."""
+        return self._worker
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every span submitted so far has been added to the assembler."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while self._batches or self._busy:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(left)
-        return True
+        return self._worker.flush(timeout)
 
     def stop(self, timeout: float = 10.0) -> bool:
         """Refuse new spans, process the queued ones, finalize every open turn (counted as
         evicted by shutdown). Returns False if the worker did not finish within ``timeout``."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        self._worker.join(timeout)
-        return not self._worker.is_alive()
+        return self._worker.shutdown(timeout)
+
+    @property
+    def assembler(self) -> TurnAssembler:
+        """The assembler the worker owns: for reading once the worker is idle (after flush)."""
+        return self._assembler
 
     # -- driven by the caller, without the worker (worker=False) ------------------------------
-    def process(self, spans: Sequence[SpanView] | LogBatch) -> None:
+    def process(self, spans: Batch) -> None:
         """What the worker does with one request's spans, on the caller's thread."""
         self._take(spans)
 
     def advance(self) -> None:
         """The worker's periodic steps at the clock's time now: traces past their grace, then
         idle ones."""
-        self._safe(self._finalize_due)
-        self._safe(self._assembler.sweep)
-        self._safe(self._report_open)
+        self._worker.safe(self._finalize_due)
+        self._worker.safe(self._assembler.sweep)
+        self._worker.safe(self._report_open)
 
     def complete(self, trace_id: int, cut: bool = False) -> None:
         """Every span of the trace has been processed (replay, which reads each trace whole,
@@ -164,25 +164,41 @@ class Pipeline:
         earlier than this one, so none of them is idle."""
         self._with_turn.pop(trace_id, None)
         self._process_roots.pop(trace_id, None)
-        self._safe(self._assembler.sweep)
+        self._worker.safe(self._assembler.sweep)
         evicted = EVICT_SHUTDOWN if cut else None
-        self._safe(lambda: self._assembler.finalize(trace_id, evicted))
+        self._worker.safe(lambda: self._assembler.finalize(trace_id, evicted))
 
     def finish(self) -> tuple[int, int]:
         """Finalize every open trace, as at shutdown; ``finished_at_stop``."""
-        self._safe(self._finish)
+        self._worker.safe(self._finish)
         return self.finished_at_stop
 
     # -- the worker -----------------------------------------------------------------------------
-    def _safe(self, fn: Callable[[], None]) -> None:
-        try:
-            fn()
-        except Exception:
-            log_internal_error(log, "pipeline")
-            with contextlib.suppress(Exception):
-                self.sink.dropped(DROP_ERROR)
+    def _round(self) -> int:
+        """One round of the worker: each queued request, with the periodic steps between."""
+        # the queue gauge: spans waiting as the worker found them
+        self._worker.safe(self._gauges.show_queued, self._worker.queued)
+        taken = 0
+        while batch := self._worker.take(1):
+            self._take(batch[0])
+            taken += 1
+            self._due()
+        self._due()
+        return taken
 
-    def _take(self, batch: Sequence[SpanView] | LogBatch) -> None:
+    def _due(self) -> None:
+        """The periodic steps that are due: traces past their grace, then idle ones."""
+        now = self.clock()
+        if now >= self._next_grace:
+            self._worker.safe(self._finalize_due)
+            self._worker.safe(self._report_open)
+            self._next_grace = now + _GRACE_CHECK_SECONDS
+        if now >= self._next_sweep:
+            self._worker.safe(self._assembler.sweep)
+            self._worker.safe(self._report_open)
+            self._next_sweep = now + _SWEEP_SECONDS
+
+    def _take(self, batch: Batch) -> None:
         # one type test per request: the spans' path is the same as before
         if isinstance(batch, LogBatch):
             self._add_logs(batch)
@@ -214,9 +230,7 @@ class Pipeline:
                 log.debug("log record not read", exc_info=True)
                 with contextlib.suppress(Exception):
                     self.sink.dropped(DROP_ERROR)
-        self._safe(self._assembler.publish)
-        self._safe(lambda: self._count_logs(counts))
-        self._safe(self._report_open)
+        self._published(partial(self._count_logs, counts))
 
     def _count_logs(self, counts: dict[str, int]) -> None:
         if self._events is not None:
@@ -254,10 +268,8 @@ class Pipeline:
             try:
                 records.append(read_span(span, config))
             except Exception:
-                log_internal_error(log, "reading a span")
                 records.append(None)
-                with contextlib.suppress(Exception):
-                    self.sink.dropped(DROP_ERROR)
+                self._read_failed()
         # called on the assembler, not bound to a local: compiled, a call of a bound method is
         # a Python call, its keyword matched at run time
         assembler = self._assembler
@@ -275,13 +287,20 @@ class Pipeline:
                 if span.parent_id is not None and (span.extra or type(record) in _MAY_WATCH):
                     self._watch_process_root(span, record)
             except Exception:
-                log_internal_error(log, "reading a span")
-                with contextlib.suppress(Exception):
-                    self.sink.dropped(DROP_ERROR)
-        self._safe(self._assembler.publish)
+                self._read_failed()
         # counted once per request: a metric update per span costs as much as reading it
-        self._safe(lambda: self._count(counts))
-        self._safe(self._report_open)
+        self._published(partial(self._count, counts))
+
+    def _read_failed(self) -> None:
+        log_internal_error(log, "reading a span")
+        with contextlib.suppress(Exception):
+            self.sink.dropped(DROP_ERROR)
+
+    def _published(self, count: Callable[[], None]) -> None:
+        """After a request: the turns it completed to the sink, its records counted."""
+        self._worker.safe(self._assembler.publish)
+        self._worker.safe(count)
+        self._worker.safe(self._report_open)
 
     def _count(self, counts: dict[str, int]) -> None:
         for kind, count in counts.items():
@@ -289,10 +308,6 @@ class Pipeline:
 
     def _report_open(self) -> None:
         self.sink.open_turns(self._assembler.open_turns)
-
-    def _show_queue(self, queued: int) -> None:
-        """The queue gauge: spans waiting as the worker found them."""
-        self._safe(partial(self._gauges.show_queued, queued))
 
     def _watch_process_root(self, span: SpanView, record: Record) -> None:
         trace_id = span.trace_id
@@ -332,38 +347,3 @@ class Pipeline:
         self._assembler.finalize_all(EVICT_SHUTDOWN)
         self._report_open()
         self.finished_at_stop = (len(rooted), rest)
-
-    def _run(self) -> None:
-        next_grace = next_sweep = 0.0
-        while True:
-            with self._cond:
-                self._busy = False
-                self._cond.notify_all()
-                if not self._batches and not self._stopping:
-                    self._cond.wait(_GRACE_CHECK_SECONDS)
-                # leaves the loop below, outside the lock: mypyc cannot compile a break out
-                # of a `with` block
-                stop = self._stopping and not self._batches
-                queued = self._queued
-                batch = self._batches.popleft() if self._batches else None
-                if batch is not None:
-                    self._queued -= len(batch)
-                    self._busy = True
-            self._show_queue(queued)
-            if stop:
-                break
-            if batch is not None:
-                self._take(batch)
-            now = self.clock()
-            if now >= next_grace:
-                self._safe(self._finalize_due)
-                self._safe(self._report_open)
-                next_grace = now + _GRACE_CHECK_SECONDS
-            if now >= next_sweep:
-                self._safe(self._assembler.sweep)
-                self._safe(self._report_open)
-                next_sweep = now + _SWEEP_SECONDS
-        self._safe(self._finish)
-        with self._cond:
-            self._busy = False
-            self._cond.notify_all()
