@@ -425,12 +425,12 @@ def test_lone_tool_spans_find_their_call_in_one_lookup_and_nothing_stays_filed()
     _asking(conversations, 1, {11: "search", 12: "search"}, {11})  # 11's result came back
     taken = []
     for _ in range(4):
-        before = {i for t in conversations._open.values() for i in t.claimed}
+        before = conversations.claimed()
         lone = ToolCall(
             99, None, 0, 0, "search", AttemptKey("search", "?", "ok"), "ok", "rows", False, "", None
         )
         ok = conversations.claim("svc", lone)
-        after = {i for t in conversations._open.values() for i in t.claimed}
+        after = conversations.claimed()
         taken.append(sorted(after - before) if ok else None)
     assert taken == [[12], [21], [11], None]
     other = replace(lone, tool="other", key=AttemptKey("other", "?", "ok"))

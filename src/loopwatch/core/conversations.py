@@ -276,6 +276,10 @@ class Conversations:
         """How many lone tool spans are held."""
         return len(self._held)
 
+    def claimed(self) -> set[int]:
+        """The call ids that lone tool spans have stood for, in the open conversations."""
+        return {call for entry in self._open.values() for call in entry.claimed}
+
     def _merge(self, entry: OpenConversation, mark: LlmMark, conversation: Conversation) -> None:
         """Take one model call's calls, the calls it asked for and those it got results of."""
         calls = entry.calls
