@@ -193,7 +193,7 @@ def test_full_queue_refuses_whole_requests_then_recovers() -> None:
     try:
         first, second, third = (tickets() for _ in range(3))
         assert pipeline.submit(first)  # the worker takes it and blocks
-        wait_for(lambda: pipeline.queued == 0)
+        wait_for(lambda: pipeline.worker.queued == 0)
         assert pipeline.submit(second[:20])
         assert pipeline.submit(second[20:])  # 30 queued
         assert not pipeline.submit(third)  # 60 > 40: refused whole, the exporter retries

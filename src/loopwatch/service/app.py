@@ -63,9 +63,9 @@ class Service:
             return "stopping"
         if self.pipeline is None or self.bound is None:
             return "starting"
-        if not self.pipeline.alive:
+        if not self.pipeline.worker.alive:
             return "pipeline worker stopped"
-        if self.pipeline.queued >= self.config.queue_spans:
+        if self.pipeline.worker.queued >= self.config.queue_spans:
             return "span queue full"
         return None
 

@@ -115,18 +115,9 @@ class Pipeline:
         return self._worker.put(spans)
 
     @property
-    def queued(self) -> int:
-        """Spans queued."""
-        return self._worker.queued
-
-    @property
-    def alive(self) -> bool:
-        """Whether the worker runs and takes spans."""
-        return self._worker.alive
-
-    @property
     def worker(self) -> Worker[Batch]:
-        """The worker: tests hold it (``held``) and step it (``step``)."""
+        """The worker: its queue (``queued``), whether it runs (``alive``); tests hold it
+        (``held``) and step it (``step``)."""
         return self._worker
 
     def flush(self, timeout: float = 10.0) -> bool:
