@@ -2,8 +2,6 @@
 
 - ``free_port``: a function giving a loopback port nothing listens on (call it once a port).
 - ``taken``: a loopback address something else listens on, for the length of the test.
-- every test starts with the tool declarations made by ``@loopwatch.tool`` as they were before
-  it (the decorator's registry is the process's, so one test's tools would key another's calls).
 - ``serve``: a function starting ``loopwatch serve`` as a child process
   (testkit/serve_process.py's ``ServeProcess``, same arguments), ready when it returns; each one
   started is killed at the end of the test if it still runs.
@@ -21,16 +19,8 @@ from typing import Any
 
 import pytest
 
-from loopwatch.core.declarations import REGISTRY
 from testkit import serve_process
 from testkit.serve_process import ServeProcess
-
-
-@pytest.fixture(autouse=True)
-def _declarations_of_this_test_only() -> Iterator[None]:
-    by_tool, functions = REGISTRY.by_tool, REGISTRY.functions
-    yield
-    REGISTRY.by_tool, REGISTRY.functions = by_tool, functions
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry
 import loopwatch
 from loopwatch.conventions.read import read_span
 from loopwatch.core.assembler import TurnAssembler
+from loopwatch.core.declarations import REGISTRY
 from loopwatch.metrics.exporter import metrics_for
 from testkit.span_views import span_view
 from tests.support.conversations import (
@@ -73,6 +74,10 @@ def record(
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)  # where @loopwatch.tool traces
     monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
+    # the decorator's registry is the process's: these declarations end with the test, or
+    # create_ticket's identity would key the calls of tests that run after it
+    monkeypatch.setattr(REGISTRY, "by_tool", REGISTRY.by_tool)
+    monkeypatch.setattr(REGISTRY, "functions", REGISTRY.functions)
     tools: dict[str, Callable[..., Any]] = {
         "create_ticket": loopwatch.tool(identity=["customer_id", "order_id"])(create_ticket),
         "search_orders": loopwatch.tool(result="rows")(search_orders),
