@@ -21,6 +21,9 @@ so the figure is the service's, not the driver's:
 - exporter: the same stream through the Python OTLP gRPC exporter (one driver process), which
   is what a Python agent or a benchmark with the SDK would see (its stream is streams.py as
   recorded: its values repeat more than real ones, which the service's attribute cache favours).
+``--stream plain``: plain web traffic alone instead of the mix (an HTTP span with a database
+span under it, no GenAI span), as many spans as the mix's; no exporter row. ``--transports``:
+the service rows to run (default all: grpc, http, http-json, exporter).
 ``--baseline REV``: the service rows again (``baseline-*``) with loopwatch as of a git revision,
 or from a directory (an import root: another checkout's ``src``, or its compiled build's
 ``build/compiled``), interleaved in the same rounds, and the ratios per CPU-second. This
@@ -98,7 +101,7 @@ from loopwatch.service.grpc_server import SERVICE
 from loopwatch.service.otlp import hex_ids_json, span_views
 from loopwatch.service.pipeline import Pipeline
 from testkit.serve_process import ServeProcess
-from testkit.streams import SeededIds, mixed_turn, realistic_requests
+from testkit.streams import SeededIds, emit_plain, mixed_turn, realistic_requests, record
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 512  # BatchSpanProcessor's default export batch
@@ -401,8 +404,23 @@ def baseline_code(revision: str, tmp: str) -> str:
     return str(export_package(revision, target))
 
 
+def plain_requests(spans: int) -> list[bytes]:
+    """Plain web traffic of about ``spans`` spans (two a request: HTTP, database) as serialized
+    OTLP requests of 512 spans each."""
+    recorded = record(lambda t: emit_plain(t, spans // 2))
+    return [
+        encode_spans(recorded[i : i + BATCH]).SerializePartialToString()
+        for i in range(0, len(recorded), BATCH)
+    ]
+
+
 def rate(args: argparse.Namespace) -> None:
     base = realistic_requests(args.turns, seed=1)
+    if args.stream == "plain":  # as many spans as the mix's
+        base = plain_requests(span_count(base))
+    transports = set(args.transports.split(","))
+    if args.stream == "plain":
+        transports.discard("exporter")  # the exporter's driver sends the mix
     per_driver = max(1, args.copies // DRIVERS)
     shares = [copies(base, per_driver, first=i * per_driver) for i in range(DRIVERS)]
     sent = sum(span_count(share) for share in shares)
@@ -435,22 +453,26 @@ def rate(args: argparse.Namespace) -> None:
             ]
             for prefix, code in codes:
                 runs += [
-                    (
-                        f"{prefix}service-grpc",
-                        partial(pre_into_service, "grpc", shares, sent, tmp, code),
-                    ),
-                    (
-                        f"{prefix}service-http",
-                        partial(pre_into_service, "http", shares, sent, tmp, code),
-                    ),
-                    (
-                        f"{prefix}service-http-json",
-                        partial(pre_into_service, "http-json", json_shares, sent, tmp, code),
-                    ),
-                    (
-                        f"{prefix}exporter",
-                        partial(exporter_into_service, args.exporter_turns, code),
-                    ),
+                    (name, run)
+                    for name, run in [
+                        (
+                            f"{prefix}service-grpc",
+                            partial(pre_into_service, "grpc", shares, sent, tmp, code),
+                        ),
+                        (
+                            f"{prefix}service-http",
+                            partial(pre_into_service, "http", shares, sent, tmp, code),
+                        ),
+                        (
+                            f"{prefix}service-http-json",
+                            partial(pre_into_service, "http-json", json_shares, sent, tmp, code),
+                        ),
+                        (
+                            f"{prefix}exporter",
+                            partial(exporter_into_service, args.exporter_turns, code),
+                        ),
+                    ]
+                    if name.removeprefix(prefix).removeprefix("service-") in transports
                 ]
             for name, run in runs if round_ % 2 == 0 else runs[::-1]:
                 wall, per_cpu = run()
@@ -474,7 +496,8 @@ def rate(args: argparse.Namespace) -> None:
         "rounds_per_cpu_second": {
             k: [round(x) for x in v] for k, v in cpu_rows.items() if k != "null-grpc"
         },
-        "ratio_service_grpc_to_null": round(m["service-grpc"] / m["null-grpc"], 3),
+        "stream": args.stream,
+        "ratio_service_grpc_to_null": round(m.get("service-grpc", 0) / m["null-grpc"], 3),
         "baseline": args.baseline,
         # per CPU-second, this checkout over the baseline, in the same run
         "ratio_to_baseline_per_cpu_second": {
@@ -482,7 +505,7 @@ def rate(args: argparse.Namespace) -> None:
                 statistics.median(cpu_rows[k]) / statistics.median(cpu_rows[f"baseline-{k}"]), 2
             )
             for k in ("service-grpc", "service-http", "service-http-json", "exporter")
-            if args.baseline
+            if args.baseline and k in cpu_rows
         },
         "goal_spans_per_second": 50_000,
         "cpus": os.cpu_count(),
@@ -838,6 +861,8 @@ def main() -> None:
     r.add_argument("--exporter-turns", type=int, default=1500)
     r.add_argument("--rounds", type=int, default=3)
     r.add_argument("--out", help="directory for service-rate.json")
+    r.add_argument("--stream", choices=("mix", "plain"), default="mix")
+    r.add_argument("--transports", default="grpc,http,http-json,exporter")
     r.add_argument(
         "--baseline", help="git revision or import root whose service is measured too (baseline-*)"
     )

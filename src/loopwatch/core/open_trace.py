@@ -27,6 +27,9 @@ class OpenTrace:
     conversing: bool = False
     tool_spans: bool = False
     size: int = TRACE_BYTES  # estimated bytes held, counted in the BufferBudget too
+    # in serve, only plain spans so far: their records kept without the children index (built
+    # when a GenAI span comes, by ``index``), not counted as an open turn
+    plain: bool = False
 
     # written out (init=False): compiled, dataclass's generated __init__ is Python code that
     # sets each field through its descriptor; this one is C
@@ -42,6 +45,7 @@ class OpenTrace:
         conversing: bool = False,
         tool_spans: bool = False,
         size: int = TRACE_BYTES,
+        plain: bool = False,
     ) -> None:
         self.service = service
         self.last_seen = last_seen
@@ -53,6 +57,25 @@ class OpenTrace:
         self.conversing = conversing
         self.tool_spans = tool_spans
         self.size = size
+        self.plain = plain
+
+    def index(self) -> int:
+        """Index the records kept while the trace was plain: each under its parent, in the
+        order they came (as each would have been indexed as it came). How many it indexed."""
+        children, referenced = self.children, self.referenced
+        indexed = 0
+        for span_id, record in self.records.items():
+            parent_id = record.parent_id
+            if parent_id is not None:
+                indexed += 1
+                referenced.add(parent_id)
+                siblings = children.get(parent_id)
+                if siblings is None:
+                    children[parent_id] = {span_id: None}
+                else:
+                    siblings[span_id] = None
+        self.plain = False
+        return indexed
 
     def unlink(self, record: Record) -> None:
         """Take ``record`` out of its parent's children."""
