@@ -26,7 +26,7 @@ from loopwatch.core.buffer_budget import (
 from loopwatch.core.config import Config
 from loopwatch.core.conversation_feed import ConversationFeed
 from loopwatch.core.conversations import Conversations
-from loopwatch.core.let_go import LetGo
+from loopwatch.core.let_go import LetGo, first_due
 from loopwatch.core.open_trace import OpenTrace
 from loopwatch.core.reasons import (
     DROP_ERROR,
@@ -239,7 +239,7 @@ class TurnAssembler:
             return
         if trace is None:
             trace = self._open(trace_id, service)
-            if self._let_go.roots:
+            if self._let_go.came:
                 self._after_let_go(trace_id, trace)
         else:  # _trace, inlined (its lookup done above): once per span
             trace.last_seen = self.clock()
@@ -294,7 +294,7 @@ class TurnAssembler:
         """A plain span in a trace with only plain spans so far (in serve): kept, unindexed,
         until the trace's root comes and its request ends, or a GenAI span comes."""
         if trace is None:
-            if trace_id in self._let_go.roots:
+            if trace_id in self._let_go.came:
                 return  # its root came and went: a plain span more changes nothing
             trace = OpenTrace(service, self.clock(), plain=True)
             self._traces[trace_id] = trace
@@ -433,11 +433,7 @@ class TurnAssembler:
 
     def finalize_rooted(self, deadline: float) -> None:
         """Finalize the traces whose root arrived at ``deadline`` or before (oldest first)."""
-        rooted = self._rooted
-        while rooted:
-            trace_id, seen_at = next(iter(rooted.items()))
-            if seen_at > deadline:
-                break
+        while (trace_id := first_due(self._rooted, deadline)) is not None:
             self._close(trace_id)  # removes it from _rooted
         self._let_go.forget_until(deadline)
         self.publish()
