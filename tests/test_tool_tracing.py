@@ -135,6 +135,24 @@ def test_name_docstring_signature_and_kind_are_the_originals() -> None:
     assert REGISTRY.by_tool["search_orders"].identity == ("*",)
 
 
+def test_bare_decorator_traces_the_function_and_declares_no_identity(
+    exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``@loopwatch.tool`` without parentheses: the function traced, nothing declared."""
+    monkeypatch.setattr(REGISTRY, "by_tool", REGISTRY.by_tool)  # the declaration ends here
+
+    @loopwatch.tool
+    def lookup_order(order_id: str) -> dict[str, str]:
+        """Look an order up."""
+        return {"order_id": order_id}
+
+    assert lookup_order(order_id="o-1") == {"order_id": "o-1"}
+    assert lookup_order.__name__ == "lookup_order"
+    assert REGISTRY.by_tool["lookup_order"].identity is None
+    (call,) = spans(exporter, "execute_tool lookup_order")
+    assert attributes(call)["gen_ai.tool.call.arguments"] == '{"order_id":"o-1"}'
+
+
 def test_generator_functions_are_declared_and_returned_as_they_are() -> None:
     def rows(query: str) -> Iterator[str]:
         yield query

@@ -12,7 +12,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Final, TypeVar, cast
+from typing import Any, Final, TypeVar, cast, overload
 
 from loopwatch.core.effects import DECLARABLE
 from loopwatch.core.identity import WHOLE_ARGUMENTS, WHOLE_ARGUMENTS_FIELDS
@@ -252,6 +252,11 @@ def trace_calls_with(hook: Callable[[Callable[..., Any], str], Callable[..., Any
     _trace_calls = hook
 
 
+@overload
+def tool(identity: F, /) -> F: ...
+
+
+@overload
 def tool(
     identity: Iterable[str] | str | None = None,
     *,
@@ -262,8 +267,22 @@ def tool(
     no_rows_threshold: int | None = None,
     same_result_threshold: int | None = None,
     failing_threshold: int | None = None,
+) -> Callable[[F], F]: ...
+
+
+def tool(
+    identity: Iterable[str] | str | Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    result: str | None = None,
+    effect: str | None = None,
+    loop_threshold: int | None = None,
+    no_rows_threshold: int | None = None,
+    same_result_threshold: int | None = None,
+    failing_threshold: int | None = None,
 ) -> Callable[[F], F]:
     """Declare a Python tool function's identity fields: ``@loopwatch.tool(identity=["id"])``.
+    Bare, ``@loopwatch.tool`` declares nothing but traces the calls (identity then as undeclared).
 
     ``identity="*"`` is the explicit choice of the whole arguments. ``effect="write"`` (or
     ``"read"``) says whether a call changes something: a write's repeats never make progress,
@@ -291,6 +310,9 @@ def tool(
     set (the API's no-op or proxy provider) a call costs one provider lookup. Generator
     functions are declared but not traced.
     """
+
+    if callable(identity):  # @loopwatch.tool, without parentheses
+        return tool()(identity)
 
     def wrap(fn: F) -> F:
         tool_name = name or getattr(fn, "__name__", None)
