@@ -120,6 +120,11 @@ class TurnAssembler:
         lone tool calls."""
         return len(self._traces) - self._plain + self._feed.waiting()
 
+    @property
+    def held_spans(self) -> int:
+        """The span records held in open traces (plain ones included)."""
+        return sum(len(trace.records) for trace in self._traces.values())
+
     def holds(self, trace_id: int) -> bool:
         """Whether the trace is open here (neither finalized nor evicted yet)."""
         return trace_id in self._traces
