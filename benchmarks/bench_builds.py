@@ -637,7 +637,7 @@ _MYPYC_FRAME = re.compile(r"CPy(?:Def|Py)_([a-z0-9_]+?)___")
 
 def _compiled_modules() -> dict[str, str]:
     """Compiled module short name (as mypyc names its C functions) -> profile_service stage."""
-    from benchmarks.profile_service import STAGES
+    from testkit.profile_report import STAGES
 
     package = ROOT / "src"
     out: dict[str, str] = {}
@@ -650,8 +650,8 @@ def _compiled_modules() -> dict[str, str]:
 
 
 def stage_of(stack: list[str], modules: dict[str, str]) -> str:
-    """profile_service.stage_of, and a compiled build's C functions by their module."""
-    from benchmarks import profile_service as ps
+    """profile_report.stage_of, and a compiled build's C functions by their module."""
+    from testkit import profile_report as ps
 
     named = [f for f in stack if not ps._function(f).startswith("0x")]
     if named and ps._function(named[-1]) in ps.WAITS:
@@ -672,7 +672,7 @@ def stage_of(stack: list[str], modules: dict[str, str]) -> str:
 def shares(raw: str, modules: dict[str, str]) -> tuple[dict[str, float], float]:
     from collections import Counter
 
-    from benchmarks import profile_service as ps
+    from testkit import profile_report as ps
 
     counts: Counter[str] = Counter()
     for line in raw.splitlines():

@@ -1,10 +1,10 @@
-"""benchmarks/profile_service.py's report: each thread's CPU seconds split among the stages as
-that thread's own samples are, and a thread with CPU time and no sample named as a row of its
-own (py-spy's raw output as it writes it with ``--threads``)."""
+"""The report of benchmarks/profile_service.py (testkit/profile_report.py): each thread's CPU
+seconds split among the stages as that thread's own samples are, and a thread with CPU time and
+no sample named as a row of its own (py-spy's raw output as it writes it with ``--threads``)."""
 
 from __future__ import annotations
 
-from benchmarks.profile_service import NOT_SAMPLED, report_of, stages_by_thread
+from testkit.profile_report import NOT_SAMPLED, report_of, stages_by_thread
 
 RAW = "\n".join(
     [
