@@ -30,7 +30,15 @@ def _definitions() -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.Cla
     found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef] = {}
     for path in sorted(SRC.rglob("*.py")):
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            overload = any(
+                isinstance(d, ast.Name) and d.id == "overload"
+                for d in getattr(node, "decorator_list", ())
+            )
+            # an overload's stub has none: the implementation carries the docstring
+            if (
+                isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and not overload
+            ):
                 found.setdefault(node.name, node)
     return found
 

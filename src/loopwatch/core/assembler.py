@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Final
 
 from loopwatch.core.buffer_budget import (
-    CHILD_BYTES,
     RECORD_BYTES,
     SET_ENTRY_BYTES,
     BufferBudget,
@@ -26,8 +25,9 @@ from loopwatch.core.buffer_budget import (
 from loopwatch.core.config import Config
 from loopwatch.core.conversation_feed import ConversationFeed
 from loopwatch.core.conversations import Conversations
-from loopwatch.core.let_go import LetGo, first_due
+from loopwatch.core.let_go import first_due
 from loopwatch.core.open_trace import OpenTrace
+from loopwatch.core.plain_traces import PlainTraces
 from loopwatch.core.reasons import (
     DROP_ERROR,
     DROP_INVALID_ID,
@@ -71,16 +71,12 @@ UNKNOWN_SERVICE: Final = "unknown"
 
 # How many finalized trace ids are remembered to recognise late spans.
 _FINALIZED_MEMORY_FACTOR: Final = 4
-# A plain trace's record: a Link, not yet an entry of the children index (CHILD_BYTES)
-_PLAIN_BYTES: Final = RECORD_BYTES[Link]
 
 
 class TurnAssembler:
-    """Not thread-safe: the caller serialises ``add``/``sweep``/``finalize`` (one worker).
-
-    The caller reads spans into records (``loopwatch.conventions.read_span``), counts them
-    (``Sink.span``), and once per batch of ``add`` calls calls ``publish`` (the turns the batch
-    completed go to the sink then) and reports ``open_turns`` to the sink."""
+    """Not thread-safe: the caller serialises ``add``/``sweep``/``finalize`` (one worker), reads
+    spans into records (``conventions.read_span``), counts them (``Sink.span``), calls ``publish``
+    once a batch of ``add``s (its completed turns go to the sink) and reports ``open_turns``."""
 
     def __init__(
         self, config: Config, sink: Sink, clock: Callable[[], float] = time.monotonic
@@ -92,11 +88,16 @@ class TurnAssembler:
         self._finalized: OrderedDict[int, None] = OrderedDict()
         # traces whose root has arrived, in order of arrival: those due are found at the front
         self._rooted: OrderedDict[int, float] = OrderedDict()
-        self._plain = 0  # of _traces, those with only plain spans so far
-        # plain traces whose root came in this request: let go at its end (``publish``)
-        self._plain_rooted: list[tuple[int, OpenTrace]] = []
-        self._let_go = LetGo(config.max_open_turns * _FINALIZED_MEMORY_FACTOR)
         self._budget = BufferBudget(config.buffer_bytes)
+        self._plains = PlainTraces(
+            traces=self._traces,
+            rooted=self._rooted,
+            budget=self._budget,
+            config=config,
+            sink=sink,
+            clock=clock,
+            remembered=config.max_open_turns * _FINALIZED_MEMORY_FACTOR,
+        )
         self._publisher = TurnPublisher(config, sink)
         self._feed = ConversationFeed(
             Conversations(config.max_open_turns, config.max_spans_per_turn),
@@ -118,7 +119,7 @@ class TurnAssembler:
     def open_turns(self) -> int:
         """Every trace that waits: open traces (not the plain ones), open conversations, held
         lone tool calls."""
-        return len(self._traces) - self._plain + self._feed.waiting()
+        return len(self._traces) - self._plains.count + self._feed.waiting()
 
     @property
     def held_spans(self) -> int:
@@ -156,7 +157,7 @@ class TurnAssembler:
         return trace
 
     def _open(self, trace_id: int, service: str) -> OpenTrace:
-        if len(self._traces) - self._plain >= self.config.max_open_turns:
+        if len(self._traces) - self._plains.count >= self.config.max_open_turns:
             self._evict_oldest()
         trace = self._traces[trace_id] = OpenTrace(service, self.clock())
         self._budget.held += trace.size
@@ -240,19 +241,23 @@ class TurnAssembler:
                 self._close(trace_id)
             return
         if type(record) is Link and (trace is None or trace.plain):
-            self._add_plain(trace_id, trace, service, record)
+            self._plains.add(trace_id, trace, service, record)
+            if self._budget.held > self._budget.limit:
+                self._within_budget()
             return
         if trace is None:
             trace = self._open(trace_id, service)
-            if self._let_go.came:
-                self._after_let_go(trace_id, trace)
+            if self._plains.let_go.came:
+                self._plains.after_let_go(trace_id, trace)
         else:  # _trace, inlined (its lookup done above): once per span
             trace.last_seen = self.clock()
             self._traces.move_to_end(trace_id)
             if trace.service == UNKNOWN_SERVICE:
                 trace.service = service
             if trace.plain:  # its first GenAI span: an open turn from now
-                self._promote(trace)
+                if len(self._traces) - self._plains.count >= self.config.max_open_turns:
+                    self._evict_oldest()  # (the trace, just seen, is the last it would reach)
+                self._plains.promote(trace)
         if len(trace.records) >= self.config.max_spans_per_turn:
             self.sink.dropped(DROP_TURN_FULL)
             return
@@ -293,79 +298,6 @@ class TurnAssembler:
         if budget.held > budget.limit:
             self._within_budget()
 
-    def _add_plain(
-        self, trace_id: int, trace: OpenTrace | None, service: str, record: Link
-    ) -> None:
-        """A plain span in a trace with only plain spans so far (in serve): kept, unindexed,
-        until the trace's root comes and its request ends, or a GenAI span comes."""
-        if trace is None:
-            if trace_id in self._let_go.came:
-                return  # its root came and went: a plain span more changes nothing
-            trace = OpenTrace(service, self.clock(), plain=True)
-            self._traces[trace_id] = trace
-            self._budget.held += trace.size
-            self._plain += 1
-        else:
-            trace.last_seen = self.clock()
-            self._traces.move_to_end(trace_id)
-        records = trace.records
-        if len(records) >= self.config.max_spans_per_turn:
-            self.sink.dropped(DROP_TURN_FULL)
-            return
-        span_id, parent_id = record.span_id, record.parent_id
-        budget = self._budget
-        if span_id not in records:  # the same span id again replaces the first, same size
-            trace.size += _PLAIN_BYTES
-            budget.held += _PLAIN_BYTES
-        records[span_id] = record
-        if parent_id is None:
-            trace.service = service
-            self._rooted[trace_id] = trace.last_seen
-            self._rooted.move_to_end(trace_id)
-            self._plain_rooted.append((trace_id, trace))
-        if budget.held > budget.limit:
-            self._within_budget()
-
-    def _promote(self, trace: OpenTrace) -> None:
-        """A plain trace's first GenAI span came: index what it kept, count it as open."""
-        if len(self._traces) - self._plain >= self.config.max_open_turns:
-            self._evict_oldest()  # (the trace, just seen, is the last it would reach)
-        self._plain -= 1
-        size = CHILD_BYTES * trace.index()
-        trace.size += size
-        self._budget.held += size  # (checked against the limit as the span is added)
-
-    def _after_let_go(self, trace_id: int, trace: OpenTrace) -> None:
-        """A GenAI span opened a trace whose plain root came and was let go: the trace is
-        finalized a grace after that root, and is that root's service's."""
-        root = self._let_go.take(trace_id)
-        if root is None:
-            return
-        seen_at, trace.service = root
-        rooted = self._rooted
-        later: list[tuple[int, float]] = []  # roots that came after it: kept after it
-        while rooted:
-            last = next(reversed(rooted))
-            if rooted[last] <= seen_at:
-                break
-            later.append((last, rooted.pop(last)))
-        rooted[trace_id] = seen_at
-        for other, at in reversed(later):
-            rooted[other] = at
-
-    def _let_plain_go(self) -> None:
-        """Let go the plain traces whose root came in the request just added: no GenAI span
-        came with them."""
-        traces = self._traces
-        for trace_id, trace in self._plain_rooted:
-            if trace.plain and traces.get(trace_id) is trace:
-                del traces[trace_id]
-                seen_at = self._rooted.pop(trace_id, trace.last_seen)
-                self._budget.held -= trace.size
-                self._plain -= 1
-                self._let_go.add(trace_id, seen_at, trace.service)
-        self._plain_rooted.clear()
-
     def finalize(self, trace_id: int, evicted: str | None = None) -> None:
         """Summarize every turn of the trace and forget its spans. ``evicted`` says why a
         trace is finalized before its root ended (counted per turn)."""
@@ -380,7 +312,7 @@ class TurnAssembler:
             return
         self._budget.held -= trace.size
         if trace.plain:  # no turn in it: only its spans count, when evicted for memory
-            self._plain -= 1
+            self._plains.count -= 1
             if evicted == EVICT_MEMORY:
                 for _ in trace.records:
                     self.sink.dropped(DROP_MEMORY)
@@ -399,8 +331,7 @@ class TurnAssembler:
     def publish(self) -> None:
         """Summarize the turns completed since the last call and hand them to the sink; let
         go the plain traces whose root came since."""
-        if self._plain_rooted:
-            self._let_plain_go()
+        self._plains.let_rooted_go()
         self._publisher.publish(self.loop_spans)
 
     def sweep(self) -> None:
@@ -440,5 +371,5 @@ class TurnAssembler:
         """Finalize the traces whose root arrived at ``deadline`` or before (oldest first)."""
         while (trace_id := first_due(self._rooted, deadline)) is not None:
             self._close(trace_id)  # removes it from _rooted
-        self._let_go.forget_until(deadline)
+        self._plains.let_go.forget_until(deadline)
         self.publish()

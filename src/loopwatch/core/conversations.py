@@ -92,7 +92,7 @@ class Conversations:
             for answered_id, _content, _is_error in conversation.dangling:
                 if answered_id is not None and answered_id in done:
                     return None  # results of a turn finalized already: late
-            chained = self._chained(service, conversation.dangling)
+            chained = _chained(self._open, self._by_call, service, conversation.dangling)
             if chained is not None:
                 found.append(chained)
             elif not ids:  # the end of a turn not seen (or finalized when idle): no turn
@@ -164,23 +164,6 @@ class Conversations:
         grown = (len(entry.ids) - known_ids) * _ID_BYTES
         entry.size += grown
         self.buffered_bytes += grown
-
-    def _chained(
-        self, service: str, dangling: tuple[tuple[int | None, Any, bool | None], ...]
-    ) -> OpenConversation | None:
-        """The open turn results sent without their calls answer: the turn that asked for
-        a call of their id, else the one of ``service`` seen last that awaits results (the
-        loop sends a step's results in its next model call)."""
-        for call_id, _content, _is_error in dangling:
-            if call_id is not None:
-                entry = self._by_call.get(call_id)
-                if entry is not None:
-                    return entry
-        for number in reversed(self._open):
-            entry = self._open[number]
-            if entry.service == service and entry.answerers:
-                return entry
-        return None
 
     def _answer(
         self,
@@ -345,3 +328,24 @@ class Conversations:
 
     def flush(self) -> list[Ready]:
         return [self._pop(entry) for entry in list(self._open.values())]
+
+
+def _chained(
+    open_turns: OrderedDict[int, OpenConversation],
+    by_call: dict[int, OpenConversation],
+    service: str,
+    dangling: tuple[tuple[int | None, Any, bool | None], ...],
+) -> OpenConversation | None:
+    """The open turn results sent without their calls answer: the turn that asked for a call
+    of their id, else the one of ``service`` seen last that awaits results (the loop sends a
+    step's results in its next model call)."""
+    for call_id, _content, _is_error in dangling:
+        if call_id is not None:
+            entry = by_call.get(call_id)
+            if entry is not None:
+                return entry
+    for number in reversed(open_turns):
+        entry = open_turns[number]
+        if entry.service == service and entry.answerers:
+            return entry
+    return None

@@ -252,6 +252,20 @@ def trace_calls_with(hook: Callable[[Callable[..., Any], str], Callable[..., Any
     _trace_calls = hook
 
 
+# what tool() takes beside identity (its second overload's keywords)
+_TOOL_OPTIONS: Final = frozenset(
+    {
+        "name",
+        "result",
+        "effect",
+        "loop_threshold",
+        "no_rows_threshold",
+        "same_result_threshold",
+        "failing_threshold",
+    }
+)
+
+
 @overload
 def tool(identity: F, /) -> F: ...
 
@@ -270,17 +284,7 @@ def tool(
 ) -> Callable[[F], F]: ...
 
 
-def tool(
-    identity: Iterable[str] | str | Callable[..., Any] | None = None,
-    *,
-    name: str | None = None,
-    result: str | None = None,
-    effect: str | None = None,
-    loop_threshold: int | None = None,
-    no_rows_threshold: int | None = None,
-    same_result_threshold: int | None = None,
-    failing_threshold: int | None = None,
-) -> Callable[[F], F]:
+def tool(identity: Any = None, **options: Any) -> Any:
     """Declare a Python tool function's identity fields: ``@loopwatch.tool(identity=["id"])``.
     Bare, ``@loopwatch.tool`` declares nothing but traces the calls (identity then as undeclared).
 
@@ -313,24 +317,17 @@ def tool(
 
     if callable(identity):  # @loopwatch.tool, without parentheses
         return tool()(identity)
+    unknown = sorted(options.keys() - _TOOL_OPTIONS)
+    if unknown:
+        raise TypeError(f"loopwatch.tool() got an unexpected keyword argument {unknown[0]!r}")
 
     def wrap(fn: F) -> F:
-        tool_name = name or getattr(fn, "__name__", None)
+        tool_name = options.get("name") or getattr(fn, "__name__", None)
         if not tool_name:
             raise DeclarationError(f"cannot tell the tool name of {fn!r}; pass name=")
-        raw: dict[str, Any] = {}
+        raw = {k: v for k, v in options.items() if k != "name" and v is not None}
         if identity is not None:
             raw["identity"] = identity if isinstance(identity, str) else list(identity)
-        for k, v in (
-            ("result", result),
-            ("effect", effect),
-            ("loop_threshold", loop_threshold),
-            ("no_rows_threshold", no_rows_threshold),
-            ("same_result_threshold", same_result_threshold),
-            ("failing_threshold", failing_threshold),
-        ):
-            if v is not None:
-                raw[k] = v
         declaration = declaration_from_mapping(tool_name, raw)
         traced = fn if _trace_calls is None else _trace_calls(fn, tool_name)
         # the registry keeps what the application holds (check-tools finds it by identity); its
