@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from prometheus_client import CollectorRegistry
 
 from loopwatch.attach.followed import FollowedTraces
-from loopwatch.attach.queued import EndRecord, PlainEnd, Queued, QueuedReader, Read, SpanStart
+from loopwatch.attach.queued import EndRecord, PlainEnd, Queued, QueuedReader, ReadItem, SpanStart
 from loopwatch.attach.read_api import SpanReader
 from loopwatch.attach.read_fields import StartFields, kept_start, start_may_be_turn, start_trace
 from loopwatch.conventions.read import is_turn_span, may_be_genai
@@ -285,7 +285,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
         they completed to the sink."""
         # (methods called on self, not bound to locals first: compiled, a bound method is a
         # Python object and each call through it a Python call)
-        items: list[Read] = []
+        items: list[ReadItem] = []
         own = _own_spans(self._assembler)  # empty unless a loop span ended since the last chunk
         for item in chunk:
             if isinstance(item, (StartFields, SpanStart)):

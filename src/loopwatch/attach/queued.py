@@ -68,8 +68,9 @@ class PlainEnd:
         self.span = span
 
 
+# what on_start and on_end queue, and what the worker's round makes of each
 Queued = ReadableSpan | StartFields | SpanStart
-Read = EndRecord | PlainEnd | StartFields | SpanStart
+ReadItem = EndRecord | PlainEnd | StartFields | SpanStart
 
 
 class QueuedReader:
