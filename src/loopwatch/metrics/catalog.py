@@ -254,6 +254,8 @@ OPEN_TURNS = Metric(
     "loopwatch_open_turns",
     "gauge",
     "Traces buffered, waiting for their turn to end.",
+    note="A trace with only plain spans (no agent, model or tool span) is not counted: `serve` "
+    "lets it go when its root has come.",
     at_zero=True,
 )
 TURNS_EVICTED = _health_counter(
