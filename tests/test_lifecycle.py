@@ -30,6 +30,7 @@ from loopwatch.demo.emit import emit_turn
 from loopwatch.demo.scenarios import fourteen_tickets
 from loopwatch.metrics import catalog
 from loopwatch.metrics.exporter import LoopwatchMetrics
+from loopwatch.metrics.forwarding import ForwardingSink
 from tests.support.helpers import ROOT, Pipeline, S, keep_build
 
 WAIT = 30.0  # bounds a hang only: every wait here is for a state the worker reaches
@@ -64,34 +65,17 @@ def tracer_for(processor: LoopwatchSpanProcessor) -> tuple[TracerProvider, Trace
     return provider, provider.get_tracer("test")
 
 
-class Recording:
+class Recording(ForwardingSink):
     """The metrics, and every value the processor gave the two queue gauges, in order."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.metrics = LoopwatchMetrics(registry)
+        super().__init__(self.metrics)
         self.queue: list[int] = []
         self.switch: list[bool] = []
 
     def turn(self, summary: TurnSummary) -> None:
         self.metrics.turn(summary)
-
-    def span(self, kind: str, count: int = 1) -> None:
-        self.metrics.span(kind, count)
-
-    def dropped(self, reason: str) -> None:
-        self.metrics.dropped(reason)
-
-    def evicted(self, reason: str) -> None:
-        self.metrics.evicted(reason)
-
-    def late(self) -> None:
-        self.metrics.late()
-
-    def malformed(self, reason: str, count: int = 1) -> None:
-        self.metrics.malformed(reason, count)
-
-    def open_turns(self, count: int) -> None:
-        self.metrics.open_turns(count)
 
     def queued(self, count: int) -> None:
         self.queue.append(count)
