@@ -197,9 +197,12 @@ def test_plain_spans_in_the_request_of_their_genai_spans_stay_in_the_trace() -> 
     assert _turn_numbers([_with_spans(agent_request, [root, handler, *spans])], 0.0) == expected
 
 
-def test_a_stray_plain_span_does_not_reopen_a_trace_let_go() -> None:
-    """A plain span of another service after the plain root: nothing is kept for it."""
-    assembler = TurnAssembler(Config(), CountingSink(), clock=lambda: 0.0)
+def test_a_plain_span_after_its_root_was_let_go_waits_out_that_roots_grace() -> None:
+    """A plain span of another service after the plain root was let go: held, as no open turn,
+    until a grace after that root (a GenAI span of a third service may yet hang under it), then
+    let go with nothing left."""
+    now = [0.0]
+    assembler = TurnAssembler(Config(), CountingSink(), clock=lambda: now[0])
 
     def add(span: SpanView) -> None:
         record = read_span(span, assembler.config)
@@ -207,7 +210,12 @@ def test_a_stray_plain_span_does_not_reopen_a_trace_let_go() -> None:
         assembler.publish()
 
     add(SpanView(7, 1, None, "GET /", 0, 10, {"http.request.method": "GET"}, service=WEB))
-    assert assembler.buffered_bytes == 0
+    assert (assembler.buffered_bytes, assembler.pending_roots()) == (0, [])
+    now[0] = 0.2
     add(SpanView(7, 2, 1, "GET /stock", 1, 9, {"http.request.method": "GET"}, service="stock"))
-    assert assembler.buffered_bytes == 0
-    assert assembler.open_turns == 0
+    assert (assembler.held_spans, assembler.open_turns) == (1, 0)
+    assert assembler.pending_roots() == [(7, 0.0)]  # ends with the root's grace
+    now[0] = 1.0
+    assembler.finalize_rooted(0.5)  # the pipeline's deadline: now minus the grace
+    assert (assembler.buffered_bytes, assembler.held_spans, assembler.open_turns) == (0, 0, 0)
+    assert assembler.pending_roots() == []

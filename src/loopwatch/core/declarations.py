@@ -316,6 +316,8 @@ def tool(identity: Any = None, **options: Any) -> Any:
     """
 
     if callable(identity):  # @loopwatch.tool, without parentheses
+        if options:
+            raise TypeError("loopwatch.tool(function) takes no options: use @loopwatch.tool(...)")
         return tool()(identity)
     unknown = sorted(options.keys() - _TOOL_OPTIONS)
     if unknown:

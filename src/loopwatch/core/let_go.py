@@ -1,6 +1,7 @@
 """The plain traces let go as their root came (in serve): when that root came and from which
-service, kept for a grace, so that a GenAI span of another service arriving after it still has
-its trace finalized a grace after that root, and a plain span after it is let go at once."""
+service, kept for a grace, so that a span of another service arriving after it (a GenAI span,
+or a plain one a GenAI span may yet hang under) still has its trace finalized a grace after that
+root."""
 
 from __future__ import annotations
 

@@ -53,12 +53,14 @@ class PlainTraces:
         trace's root comes and its request ends, or a GenAI span comes. The caller then checks
         the budget."""
         if trace is None:
-            if trace_id in self.let_go.came:
-                return  # its root came and went: a plain span more changes nothing
             trace = OpenTrace(service, self._clock(), plain=True)
             self._traces[trace_id] = trace
             self._budget.held += trace.size
             self.count += 1
+            if self.let_go.came:
+                # its root came and was let go: held until a grace after that root, for a GenAI
+                # span of another service that may yet hang under it
+                self.after_let_go(trace_id, trace)
         else:
             trace.last_seen = self._clock()
             self._traces.move_to_end(trace_id)
@@ -86,8 +88,8 @@ class PlainTraces:
         self._budget.held += size  # (checked against the limit as the span is added)
 
     def after_let_go(self, trace_id: int, trace: OpenTrace) -> None:
-        """A GenAI span opened a trace whose plain root came and was let go: the trace is
-        finalized a grace after that root, and is that root's service's."""
+        """A span opened a trace whose plain root came and was let go: the trace is finalized
+        a grace after that root, and is that root's service's."""
         root = self.let_go.take(trace_id)
         if root is None:
             return
