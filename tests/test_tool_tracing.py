@@ -152,9 +152,9 @@ def test_bare_decorator_traces_the_function_and_declares_no_identity(
     (call,) = spans(exporter, "execute_tool lookup_order")
     assert attributes(call)["gen_ai.tool.call.arguments"] == '{"order_id":"o-1"}'
     with pytest.raises(TypeError, match="takes no options"):  # not silently dropped
-        loopwatch.tool(lookup_order, effect="write")
+        loopwatch.tool(lookup_order, effect="write")  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="unexpected keyword argument 'efect'"):
-        loopwatch.tool(efect="write")
+        loopwatch.tool(efect="write")  # type: ignore[call-overload]
 
 
 def test_generator_functions_are_declared_and_returned_as_they_are() -> None:
