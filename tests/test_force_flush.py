@@ -38,6 +38,7 @@ class _Injecting:
         self.worker: Worker[int] = Worker(
             self.round, limit=10, poll=3600.0, name="test", log=logging.getLogger("test"), where="t"
         )
+        self.worker.start()
 
     def round(self) -> int:
         taken = self.worker.take(10)

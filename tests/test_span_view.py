@@ -138,6 +138,7 @@ def test_a_queued_batch_wakes_the_worker_before_its_poll() -> None:
     worker: Worker[int] = Worker(
         round, limit=10, wake_at=5, poll=3600.0, name="t", log=logging.getLogger("t"), where="t"
     )
+    worker.start()
     for i in range(5):
         worker.put(i)
     assert not ran.wait(0.2)

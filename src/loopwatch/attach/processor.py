@@ -105,6 +105,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
             on_error=partial(self.sink.dropped, DROP_ERROR),
         )
         """The worker that drains the queue: tests hold it (``held``) and step it (``step``)."""
+        self.worker.start()
 
     # -- the agent's thread -------------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:

@@ -31,7 +31,7 @@ STOPPED: Final = 2
 
 
 class Worker(Generic[T]):
-    """A bounded queue and the thread that drains it.
+    """A bounded queue and the thread that drains it, from :meth:`start` on.
 
     ``limit``: the bound, in items, or in the weight ``weigh`` gives each item (then one item
     is still taken into an empty queue, however heavy). ``wake_at``: a put that finds this many
@@ -57,7 +57,6 @@ class Worker(Generic[T]):
         on_stop: Callable[[], None] | None = None,
         on_fork: Callable[[], None] | None = None,
         on_error: Callable[[], None] | None = None,
-        start: bool = True,
     ) -> None:
         self._drain = drain
         self._limit = limit
@@ -95,8 +94,6 @@ class Worker(Generic[T]):
             os.register_at_fork(
                 after_in_child=partial(_in_child, weakref.ref(self._reset_in_child), log)
             )
-        if start:
-            self._start()
 
     # -- producer threads -----------------------------------------------------------------------
     def put(self, item: T, count: bool = True) -> bool:
@@ -202,6 +199,11 @@ class Worker(Generic[T]):
                 self._on_error()
 
     # -- the thread -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the thread, once the owner holds the worker (its first round may come at
+        once, and reads the owner's fields)."""
+        self._start()
+
     def _start(self) -> None:
         self._runner = threading.Thread(target=self._run, name=self._name, daemon=True)
         self._runner.start()

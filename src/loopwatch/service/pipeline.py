@@ -98,8 +98,9 @@ class Pipeline:
             where="pipeline",
             on_stop=self._finish,
             on_error=partial(sink.dropped, DROP_ERROR),
-            start=worker,
         )
+        if worker:
+            self._worker.start()
 
     # -- request threads ------------------------------------------------------------------------
     def has_room(self, count: int) -> bool:
