@@ -138,7 +138,7 @@ class Config:
         "spans kept per trace; more are dropped and counted",
         minimum=1,
     )
-    # estimated as core.assembler's RECORD_BYTES
+    # estimated as core.buffer_budget's RECORD_BYTES
     buffer_bytes: int = _setting(
         128 * 1024 * 1024,
         "limits.buffer_bytes",
