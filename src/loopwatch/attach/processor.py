@@ -147,7 +147,7 @@ class LoopwatchSpanProcessor(SpanProcessor):
     def shutdown(self) -> None:
         """Reads what is queued, finalizes the open turns, logs the summary line and stops the
         worker; nothing is queued after it."""
-        # as BatchSpanProcessor: from now on on_start and on_end return at once
+        # as BatchSpanProcessor: from now on on_start and on_end queue nothing
         self.worker.shutdown(timeout=35.0)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
