@@ -1,12 +1,14 @@
-"""Span attributes read from their serialized bytes (otlp_lean, otlp.span_attributes): the same
-dict the official messages give, whatever the encoder's layout, with bounded caches."""
+"""Span attributes and status read from their serialized bytes (otlp_lean, otlp.span_attributes):
+the same values the official messages give, whatever the encoder's layout, with bounded caches."""
 
 from __future__ import annotations
 
+import pytest
 from google.protobuf.message import DecodeError
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue, KeyValueList
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from loopwatch.conventions.read import UNREAD_PREFIXES
 from loopwatch.service import otlp
@@ -124,3 +126,43 @@ def test_text_values_read_without_protobuf_read_as_protobuf_reads_them() -> None
         assert _ours(raw) == expected, raw[:40]
         assert _ours(raw) == expected, raw[:40]  # again, from the cache
     assert _ours(written[4]) == {"tool.k4": "y" * 20_000}
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    return bytes(out) + bytes([value])
+
+
+def _delimited(field: int, payload: bytes) -> bytes:
+    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _one_span_request(status: bytes) -> bytes:
+    """A request of one span whose status field holds ``status`` as written (any bytes)."""
+    span = Span(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="create_ticket")
+    span_bytes = span.SerializeToString() + (_delimited(15, status) if status else b"")
+    # request.resource_spans (1) > scope_spans (2) > spans (2)
+    return _delimited(1, _delimited(2, _delimited(2, span_bytes)))
+
+
+def test_a_span_status_reads_as_the_official_message_does() -> None:
+    error = Status(code=Status.STATUS_CODE_ERROR, message="timeout").SerializeToString()
+    ok = Status(code=Status.STATUS_CODE_OK).SerializeToString()
+    for raw, expected in ((error, (2, "timeout")), (ok, (1, "")), (b"", (0, ""))):
+        body = _one_span_request(raw)
+        official = ExportTraceServiceRequest.FromString(body)
+        status = official.resource_spans[0].scope_spans[0].spans[0].status
+        assert (status.code, status.message) == expected
+        (view,) = span_views(parse_protobuf(body)).spans
+        assert (view.status_code, view.status_description) == expected
+
+
+def test_a_malformed_status_is_a_request_error() -> None:
+    body = _one_span_request(b"\x12\x05ab")  # a message field cut short
+    with pytest.raises(DecodeError):
+        ExportTraceServiceRequest.FromString(body)
+    with pytest.raises(otlp.RequestError, match="status"):
+        span_views(parse_protobuf(body))

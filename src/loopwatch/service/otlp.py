@@ -12,6 +12,7 @@ from typing import Any, Final
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
 from loopwatch.conventions.read import UNREAD_PREFIXES
 from loopwatch.core.records import OWN_SCOPE
@@ -247,6 +248,10 @@ def service_name(resource: Any) -> str:
     return "unknown"
 
 
+_ZERO_TRACE: Final = bytes(16)
+_ZERO_SPAN: Final = bytes(8)
+
+
 def valid_ids(trace_id: bytes, span_id: bytes, parent: bytes) -> bool:
     """Whether a span's ids are a trace id, a span id and an absent or whole parent id, the
     first two not all zeros."""
@@ -254,9 +259,20 @@ def valid_ids(trace_id: bytes, span_id: bytes, parent: bytes) -> bool:
         len(trace_id) == 16
         and len(span_id) == 8
         and len(parent) in (0, 8)
-        and any(trace_id)
-        and any(span_id)
+        and trace_id != _ZERO_TRACE
+        and span_id != _ZERO_SPAN
     )
+
+
+def _status(raw: bytes) -> tuple[int, str]:
+    """(code, message) of a span's serialized ``Status``; unset when empty (most spans)."""
+    if not raw:
+        return 0, ""
+    try:
+        status = Status.FromString(raw)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise RequestError(f"not an OTLP protobuf trace request: status: {e}") from None
+    return status.code, status.message
 
 
 def count_spans(request: Any) -> tuple[int, int]:
@@ -292,10 +308,10 @@ def span_views(request: Any) -> Decoded:
                 if not valid_ids(trace_id, span_id, parent):
                     rejected += 1
                     continue
-                has_parent = bool(parent) and any(parent)
+                has_parent = bool(parent) and parent != _ZERO_SPAN
                 start = span.start_time_unix_nano
                 events = span.events
-                status = span.status
+                code, message = _status(span.status)
                 append(
                     SpanView(
                         trace_id=from_bytes(trace_id),
@@ -308,8 +324,8 @@ def span_views(request: Any) -> Decoded:
                         events=tuple(EventView(e.name, attributes(e.attributes)) for e in events)
                         if events
                         else (),
-                        status_code=status.code,
-                        status_description=status.message,
+                        status_code=code,
+                        status_description=message,
                         service=service,
                         extra=_REMOTE_EXTRA
                         if has_parent and span.flags & _REMOTE_BOTH == _REMOTE_BOTH

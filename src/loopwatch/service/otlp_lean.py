@@ -2,10 +2,12 @@
 attributes left as their serialized ``KeyValue`` bytes.
 
 Built at import with protobuf's descriptor API from opentelemetry-proto's own trace.proto: the
-same messages and field numbers, only ``Span.attributes`` (field 9) is ``repeated bytes``, which
-the wire format allows (both are length-delimited). Parsing it costs no Python object per
-attribute, and the service decodes only the attributes it keeps (otlp.py), with the official
-``KeyValue``. Events, links, status, scope and resource stay the official messages."""
+same messages and field numbers, only ``Span.attributes`` (field 9) is ``repeated bytes`` and
+``Span.status`` (field 15) is ``bytes``, which the wire format allows (both are
+length-delimited). Parsing it costs no Python object per attribute, and the service decodes
+only the attributes it keeps (otlp.py), with the official ``KeyValue``; a span's status, unset
+on most spans, is decoded with the official ``Status`` only when present. Events, links, scope
+and resource stay the official messages."""
 
 from __future__ import annotations
 
@@ -37,9 +39,10 @@ def _build() -> Any:
     for message in file.message_type:
         _rename(message)
     span = next(m for m in file.message_type if m.name == "Span")
-    attributes = next(f for f in span.field if f.number == 9)
-    attributes.type = _FIELD.TYPE_BYTES
-    attributes.ClearField("type_name")
+    for field in span.field:
+        if field.number in (9, 15):  # attributes, status
+            field.type = _FIELD.TYPE_BYTES
+            field.ClearField("type_name")
     # ExportTraceServiceRequest: field 1, repeated ResourceSpans
     request = file.message_type.add(name="ExportTraceServiceRequest")
     request.field.add(
