@@ -195,6 +195,32 @@ def test_queue_bound_drops_are_counted_not_raised() -> None:
     processor.shutdown()
 
 
+def test_a_flood_of_drops_is_a_number_not_a_list() -> None:
+    # a flood while the worker is inside a long round: every refused span is counted, and
+    # counting them takes no memory per span
+    import tracemalloc
+
+    registry = CollectorRegistry()
+    processor = LoopwatchSpanProcessor(config=Config(queue_spans=10), registry=registry)
+    span = ReadableSpan(name="x", context=SpanContext(1, 2, is_remote=False), end_time=1)
+    with processor.worker.held():
+        for _ in range(10):
+            processor.on_end(span)
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for _ in range(200_000):
+                processor.on_end(span)
+            grown = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        assert processor.worker.dropped == 200_000
+    assert grown < 64 * 1024  # one entry per drop would be over 1.6 MB
+    processor.force_flush()
+    assert _samples(registry, "loopwatch_spans_dropped_total") == {("queue_full",): 200_000.0}
+    processor.shutdown()
+
+
 def test_eight_threads_give_exact_totals() -> None:
     p = Pipeline(
         Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})

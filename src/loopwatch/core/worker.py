@@ -76,8 +76,9 @@ class Worker(Generic[T]):
         # bound once: compiled, queue.append looks the method up at every call
         self._append: Callable[[T], None] = self._queue.append
         self._popleft: Callable[[], T] = self._queue.popleft
-        # one entry per item dropped at the bound; deque.append is atomic under the GIL
-        self._drops: deque[None] = deque()
+        # items dropped at the bound and not yet taken: a number, however long a flood lasts
+        self._drops = 0
+        self._drops_lock = threading.Lock()  # taken only on a drop, never on a put that queues
         self._weight = 0  # with weigh: the queued items' weight, under _room
         self._room = threading.Lock()  # with weigh: held while the weight changes
         self._wake = threading.Event()
@@ -109,14 +110,18 @@ class Worker(Generic[T]):
                 self._wake.set()
             return True
         if count and self._count_drops and self._state == OPEN:
-            self._drops.append(None)
+            self._count_drop()
         return False
+
+    def _count_drop(self) -> None:
+        with self._drops_lock:
+            self._drops += 1
 
     def _put_weighed(self, item: T, weight: int, count: bool) -> bool:
         with self._room:
             if not self._fits(weight):
                 if count and self._count_drops and self._state == OPEN:
-                    self._drops.append(None)
+                    self._count_drop()
                 return False
             wake = len(self._queue) == self.wake_at
             self._append(item)
@@ -143,7 +148,7 @@ class Worker(Generic[T]):
     @property
     def dropped(self) -> int:
         """Drops counted and not yet taken by a round."""
-        return len(self._drops)
+        return self._drops
 
     def pending(self) -> list[T]:
         """A copy of what is queued, oldest first."""
@@ -178,11 +183,9 @@ class Worker(Generic[T]):
 
     def take_drops(self) -> int:
         """The drops counted so far, taken (from the round)."""
-        drops = self._drops
-        taken = 0
-        while drops:
-            drops.popleft()
-            taken += 1
+        with self._drops_lock:
+            taken = self._drops
+            self._drops = 0
         return taken
 
     def safe(self, fn: Callable[..., object], *args: object) -> None:
@@ -249,7 +252,7 @@ class Worker(Generic[T]):
         if not self._lock.acquire(timeout=timeout):  # the thread is inside a long round
             return False
         try:
-            mark = self._processed + len(self._queue) + len(self._drops)
+            mark = self._processed + len(self._queue) + self._drops
             if self._processed >= mark:
                 return True
             self._wake.set()
@@ -278,11 +281,12 @@ class Worker(Generic[T]):
         """In a forked child: what was queued is the parent's, and its thread did not come."""
         # the parent's thread may have held any of these at the fork
         self._room = threading.Lock()
+        self._drops_lock = threading.Lock()
         self._wake = threading.Event()
         self._lock = threading.RLock()
         self._drained = threading.Condition(self._lock)
         self._queue.clear()
-        self._drops.clear()
+        self._drops = 0
         self._weight = 0
         self._processed = 0
         self._runner = None
