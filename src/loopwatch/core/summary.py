@@ -33,10 +33,8 @@ UNKNOWN: Final = "unknown"
 
 
 # Summaries are built once per turn and never changed: plain slots classes build several times
-# faster than frozen ones (a frozen __init__ sets each field through object.__setattr__). Once a
-# turn, the generated __init__ (interpreted when compiled) costs within the noise
-# (benchmarks/README.md).
-@dataclass(slots=True)
+# faster than frozen ones (a frozen __init__ sets each field through object.__setattr__).
+@dataclass(init=False, slots=True)
 class ToolSummary:
     tool: str
     tool_version: str
@@ -58,8 +56,44 @@ class ToolSummary:
     # what its loops cost (core.cost): (error class, kind, model calls, input, output, unsplit)
     loop_tokens: tuple[LoopTokens, ...] = ()
 
+    # written out: compiled, a generated __init__ is interpreted, its keywords passed in a dict
+    # (about 3% of the service's instructions a span on the rate stream)
+    def __init__(
+        self,
+        tool: str,
+        tool_version: str,
+        max_attempts: int,
+        no_rows_streak: int | None,
+        calls: tuple[tuple[str, int], ...],
+        repeats: tuple[tuple[str, int], ...],
+        loops: tuple[tuple[str, str], ...],
+        over_cap_seconds: float,
+        calls_without_arguments: int,
+        guard_decisions: tuple[tuple[str, int], ...] = (),
+        calls_keyed_by_inference: int = 0,
+        looping_keys: tuple[tuple[AttemptKey, int], ...] = (),
+        same_result_streak: int | None = None,
+        failing_streak: int = 0,
+        loop_tokens: tuple[LoopTokens, ...] = (),
+    ) -> None:
+        self.tool = tool
+        self.tool_version = tool_version
+        self.max_attempts = max_attempts
+        self.no_rows_streak = no_rows_streak
+        self.calls = calls
+        self.repeats = repeats
+        self.loops = loops
+        self.over_cap_seconds = over_cap_seconds
+        self.calls_without_arguments = calls_without_arguments
+        self.guard_decisions = guard_decisions
+        self.calls_keyed_by_inference = calls_keyed_by_inference
+        self.looping_keys = looping_keys
+        self.same_result_streak = same_result_streak
+        self.failing_streak = failing_streak
+        self.loop_tokens = loop_tokens
 
-@dataclass(slots=True)
+
+@dataclass(init=False, slots=True)
 class TurnSummary:
     trace_id: int
     service: str
@@ -75,6 +109,35 @@ class TurnSummary:
     # one per loop, for the loop spans (config.loop_spans_per_turn at most; none when 0)
     loop_marks: tuple[LoopMark, ...] = ()
     loops_unmarked: int = 0  # loops past that bound
+
+    # written out, as ToolSummary's
+    def __init__(
+        self,
+        trace_id: int,
+        service: str,
+        agent: str,
+        model: str,
+        start_ns: int,
+        end_ns: int,
+        max_attempts: int,
+        worst_key: AttemptKey | None,
+        tools: tuple[ToolSummary, ...],
+        anchor: int = 0,
+        loop_marks: tuple[LoopMark, ...] = (),
+        loops_unmarked: int = 0,
+    ) -> None:
+        self.trace_id = trace_id
+        self.service = service
+        self.agent = agent
+        self.model = model
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.max_attempts = max_attempts
+        self.worst_key = worst_key
+        self.tools = tools
+        self.anchor = anchor
+        self.loop_marks = loop_marks
+        self.loops_unmarked = loops_unmarked
 
 
 _STARTED: Final = attrgetter("start_ns", "span_id")  # calls in the order they started
