@@ -163,7 +163,7 @@ def _model(worst: list[ToolCall], llms: list[LlmMark], turn: TurnMark | None) ->
         if latest is not None:
             return latest.model or UNKNOWN
     counts: dict[str, int] = {}
-    for m in sorted(llms, key=_START):
+    for m in _by_start(llms):
         if m.model:
             counts[m.model] = counts.get(m.model, 0) + 1
     if counts:
@@ -176,9 +176,18 @@ def _model(worst: list[ToolCall], llms: list[LlmMark], turn: TurnMark | None) ->
 def _definition_versions(llms: list[LlmMark]) -> dict[str, str]:
     """Tool name -> version from the tool definitions sent to the models, the latest winning."""
     versions: dict[str, str] = {}
-    for m in sorted(llms, key=_START):
+    for m in _by_start(llms):
         versions.update(m.tool_versions)
     return versions
+
+
+def _by_start(llms: list[LlmMark]) -> list[LlmMark]:
+    """``llms`` in start order, as a stable sort gives them: most turns' are in it already,
+    and a look costs less than the sort."""
+    for i in range(1, len(llms)):
+        if llms[i].start_ns < llms[i - 1].start_ns:
+            return sorted(llms, key=_START)
+    return llms
 
 
 def summarize(
