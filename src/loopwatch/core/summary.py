@@ -28,6 +28,7 @@ from loopwatch.core.keys import AttemptKey
 from loopwatch.core.loop_marks import LoopMark, loop_marks
 from loopwatch.core.outcomes import EMPTY, OK
 from loopwatch.core.records import GUARD_RAN, LlmMark, ToolCall, TurnMark
+from loopwatch.core.tool_limits import LimitsByTool, ToolLimits
 
 UNKNOWN: Final = "unknown"
 
@@ -201,10 +202,13 @@ def summarize(
     end_ns: int = 0,
     root_agent: str | None = None,
     anchor: int = 0,
+    limits: LimitsByTool | None = None,
 ) -> TurnSummary:
     """Numbers for one turn from its tool calls and LLM spans (any order). The agent is the
     turn span's, else the tool spans', else ``root_agent`` (the trace root's); ``anchor`` the
-    span id the turn hangs under (its agent span's, else its local root's)."""
+    span id the turn hangs under (its agent span's, else its local root's); ``limits`` each
+    tool's declaration and thresholds under ``config``, remembered across turns (None: looked
+    up for this turn only)."""
     executed, guarded, answered = _executed(calls)
     by_key, by_tool, keys_of = _grouped(executed)
     runs_of: dict[tuple[str, str, str], list[int]] = {}  # keys of more than one call
@@ -225,7 +229,14 @@ def summarize(
                 worst = key_calls[start : start + n]
             start += n
     tools, marks, unmarked = _tool_summaries(
-        by_tool, keys_of, runs_of, guarded, answered, llms, config
+        by_tool,
+        keys_of,
+        runs_of,
+        guarded,
+        answered,
+        llms,
+        config,
+        LimitsByTool(config) if limits is None else limits,
     )
     agent = (
         (turn.agent if turn else None)
@@ -337,6 +348,7 @@ def _tool_summaries(
     answered: list[ToolCall],
     llms: list[LlmMark],
     config: Config,
+    limits: LimitsByTool,
 ) -> tuple[list[ToolSummary], tuple[LoopMark, ...], int]:
     """One summary per tool called, then one per tool whose every call a guard answered; the
     turn's loop marks and how many loops were left unmarked past their bound."""
@@ -344,11 +356,16 @@ def _tool_summaries(
     tools: list[ToolSummary] = []
     loops: list[LoopRun] = []
     for tool, tool_calls in by_tool.items():
-        summary = _tool_summary(tool, tool_calls, keys_of[tool], runs_of, config)
+        tool_limits = limits.of(tool)
+        summary = _tool_summary(tool, tool_calls, keys_of[tool], runs_of, tool_limits)
         if summary.loops:  # (rare) the loops' calls: charged and marked below
-            declaration = config.declaration(tool)
             loops += loop_runs(
-                tool_calls, keys_of[tool], runs_of, summary.loops, config, declaration
+                tool_calls,
+                keys_of[tool],
+                runs_of,
+                summary.loops,
+                config,
+                tool_limits.declaration,
             )
         if tool in guarded:
             summary.guard_decisions = _pairs(guarded.pop(tool))
@@ -416,20 +433,20 @@ def _tool_summary(
     tool_calls: list[ToolCall],
     key_lists: list[list[ToolCall]],
     runs_of: dict[tuple[str, str, str], list[int]],
-    config: Config,
+    limits: ToolLimits,
 ) -> ToolSummary:
     """One tool's numbers from its calls and its keys' calls, in start order (no guard decisions;
     the version the first call naming one names, else "")."""
-    declaration = config.declaration(tool)
+    declaration = limits.declaration
     loops: set[tuple[str, str]] = set()
     max_attempts, over_cap_ns, repeats, looping = _key_attempts(
-        key_lists, runs_of, config.loop_threshold_for(declaration), loops
+        key_lists, runs_of, limits.loop_threshold, loops
     )
     rows_declared = declaration is not None and declaration.result == ROWS
     # one pass over the tool's calls in start order: no-rows, failing and same-result runs
     run = longest = bare = inferred = 0
-    failing = _Streak(config.failing_threshold_for(declaration))  # one error class
-    same_data = _Streak(config.same_result_threshold_for(declaration))  # one result's data
+    failing = _Streak(limits.failing_threshold)  # one error class
+    same_data = _Streak(limits.same_result_threshold)  # one result's data
     readable, version = False, ""
     classes: dict[str, int] = {}
     for c in tool_calls:
@@ -461,7 +478,7 @@ def _tool_summary(
             inferred += 1
     # None when no result was readable (content capture off, or every call failed)
     streak = longest if readable else None
-    if streak is not None and streak >= config.no_rows_threshold_for(declaration):
+    if streak is not None and streak >= limits.no_rows_threshold:
         loops.add((OK, NO_ROWS))
     return ToolSummary(
         tool=tool,
