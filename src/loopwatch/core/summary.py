@@ -28,15 +28,14 @@ from loopwatch.core.keys import AttemptKey
 from loopwatch.core.loop_marks import LoopMark, loop_marks
 from loopwatch.core.outcomes import EMPTY, OK
 from loopwatch.core.records import GUARD_RAN, LlmMark, ToolCall, TurnMark
+from loopwatch.core.tool_limits import LimitsByTool, ToolLimits
 
 UNKNOWN: Final = "unknown"
 
 
 # Summaries are built once per turn and never changed: plain slots classes build several times
-# faster than frozen ones (a frozen __init__ sets each field through object.__setattr__). Once a
-# turn, the generated __init__ (interpreted when compiled) costs within the noise
-# (benchmarks/README.md).
-@dataclass(slots=True)
+# faster than frozen ones (a frozen __init__ sets each field through object.__setattr__).
+@dataclass(init=False, slots=True)
 class ToolSummary:
     tool: str
     tool_version: str
@@ -58,8 +57,44 @@ class ToolSummary:
     # what its loops cost (core.cost): (error class, kind, model calls, input, output, unsplit)
     loop_tokens: tuple[LoopTokens, ...] = ()
 
+    # written out: compiled, a generated __init__ is interpreted, its keywords passed in a dict
+    # (about 3% of the service's instructions a span on the rate stream)
+    def __init__(
+        self,
+        tool: str,
+        tool_version: str,
+        max_attempts: int,
+        no_rows_streak: int | None,
+        calls: tuple[tuple[str, int], ...],
+        repeats: tuple[tuple[str, int], ...],
+        loops: tuple[tuple[str, str], ...],
+        over_cap_seconds: float,
+        calls_without_arguments: int,
+        guard_decisions: tuple[tuple[str, int], ...] = (),
+        calls_keyed_by_inference: int = 0,
+        looping_keys: tuple[tuple[AttemptKey, int], ...] = (),
+        same_result_streak: int | None = None,
+        failing_streak: int = 0,
+        loop_tokens: tuple[LoopTokens, ...] = (),
+    ) -> None:
+        self.tool = tool
+        self.tool_version = tool_version
+        self.max_attempts = max_attempts
+        self.no_rows_streak = no_rows_streak
+        self.calls = calls
+        self.repeats = repeats
+        self.loops = loops
+        self.over_cap_seconds = over_cap_seconds
+        self.calls_without_arguments = calls_without_arguments
+        self.guard_decisions = guard_decisions
+        self.calls_keyed_by_inference = calls_keyed_by_inference
+        self.looping_keys = looping_keys
+        self.same_result_streak = same_result_streak
+        self.failing_streak = failing_streak
+        self.loop_tokens = loop_tokens
 
-@dataclass(slots=True)
+
+@dataclass(init=False, slots=True)
 class TurnSummary:
     trace_id: int
     service: str
@@ -75,6 +110,35 @@ class TurnSummary:
     # one per loop, for the loop spans (config.loop_spans_per_turn at most; none when 0)
     loop_marks: tuple[LoopMark, ...] = ()
     loops_unmarked: int = 0  # loops past that bound
+
+    # written out, as ToolSummary's
+    def __init__(
+        self,
+        trace_id: int,
+        service: str,
+        agent: str,
+        model: str,
+        start_ns: int,
+        end_ns: int,
+        max_attempts: int,
+        worst_key: AttemptKey | None,
+        tools: tuple[ToolSummary, ...],
+        anchor: int = 0,
+        loop_marks: tuple[LoopMark, ...] = (),
+        loops_unmarked: int = 0,
+    ) -> None:
+        self.trace_id = trace_id
+        self.service = service
+        self.agent = agent
+        self.model = model
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.max_attempts = max_attempts
+        self.worst_key = worst_key
+        self.tools = tools
+        self.anchor = anchor
+        self.loop_marks = loop_marks
+        self.loops_unmarked = loops_unmarked
 
 
 _STARTED: Final = attrgetter("start_ns", "span_id")  # calls in the order they started
@@ -100,7 +164,7 @@ def _model(worst: list[ToolCall], llms: list[LlmMark], turn: TurnMark | None) ->
         if latest is not None:
             return latest.model or UNKNOWN
     counts: dict[str, int] = {}
-    for m in sorted(llms, key=_START):
+    for m in _by_start(llms):
         if m.model:
             counts[m.model] = counts.get(m.model, 0) + 1
     if counts:
@@ -113,9 +177,18 @@ def _model(worst: list[ToolCall], llms: list[LlmMark], turn: TurnMark | None) ->
 def _definition_versions(llms: list[LlmMark]) -> dict[str, str]:
     """Tool name -> version from the tool definitions sent to the models, the latest winning."""
     versions: dict[str, str] = {}
-    for m in sorted(llms, key=_START):
+    for m in _by_start(llms):
         versions.update(m.tool_versions)
     return versions
+
+
+def _by_start(llms: list[LlmMark]) -> list[LlmMark]:
+    """``llms`` in start order, as a stable sort gives them: most turns' are in it already,
+    and a look costs less than the sort."""
+    for i in range(1, len(llms)):
+        if llms[i].start_ns < llms[i - 1].start_ns:
+            return sorted(llms, key=_START)
+    return llms
 
 
 def summarize(
@@ -129,10 +202,13 @@ def summarize(
     end_ns: int = 0,
     root_agent: str | None = None,
     anchor: int = 0,
+    limits: LimitsByTool | None = None,
 ) -> TurnSummary:
     """Numbers for one turn from its tool calls and LLM spans (any order). The agent is the
     turn span's, else the tool spans', else ``root_agent`` (the trace root's); ``anchor`` the
-    span id the turn hangs under (its agent span's, else its local root's)."""
+    span id the turn hangs under (its agent span's, else its local root's); ``limits`` each
+    tool's declaration and thresholds under ``config``, remembered across turns (None: looked
+    up for this turn only)."""
     executed, guarded, answered = _executed(calls)
     by_key, by_tool, keys_of = _grouped(executed)
     runs_of: dict[tuple[str, str, str], list[int]] = {}  # keys of more than one call
@@ -153,7 +229,14 @@ def summarize(
                 worst = key_calls[start : start + n]
             start += n
     tools, marks, unmarked = _tool_summaries(
-        by_tool, keys_of, runs_of, guarded, answered, llms, config
+        by_tool,
+        keys_of,
+        runs_of,
+        guarded,
+        answered,
+        llms,
+        config,
+        LimitsByTool(config) if limits is None else limits,
     )
     agent = (
         (turn.agent if turn else None)
@@ -265,6 +348,7 @@ def _tool_summaries(
     answered: list[ToolCall],
     llms: list[LlmMark],
     config: Config,
+    limits: LimitsByTool,
 ) -> tuple[list[ToolSummary], tuple[LoopMark, ...], int]:
     """One summary per tool called, then one per tool whose every call a guard answered; the
     turn's loop marks and how many loops were left unmarked past their bound."""
@@ -272,11 +356,16 @@ def _tool_summaries(
     tools: list[ToolSummary] = []
     loops: list[LoopRun] = []
     for tool, tool_calls in by_tool.items():
-        summary = _tool_summary(tool, tool_calls, keys_of[tool], runs_of, config)
+        tool_limits = limits.of(tool)
+        summary = _tool_summary(tool, tool_calls, keys_of[tool], runs_of, tool_limits)
         if summary.loops:  # (rare) the loops' calls: charged and marked below
-            declaration = config.declaration(tool)
             loops += loop_runs(
-                tool_calls, keys_of[tool], runs_of, summary.loops, config, declaration
+                tool_calls,
+                keys_of[tool],
+                runs_of,
+                summary.loops,
+                config,
+                tool_limits.declaration,
             )
         if tool in guarded:
             summary.guard_decisions = _pairs(guarded.pop(tool))
@@ -344,20 +433,20 @@ def _tool_summary(
     tool_calls: list[ToolCall],
     key_lists: list[list[ToolCall]],
     runs_of: dict[tuple[str, str, str], list[int]],
-    config: Config,
+    limits: ToolLimits,
 ) -> ToolSummary:
     """One tool's numbers from its calls and its keys' calls, in start order (no guard decisions;
     the version the first call naming one names, else "")."""
-    declaration = config.declaration(tool)
+    declaration = limits.declaration
     loops: set[tuple[str, str]] = set()
     max_attempts, over_cap_ns, repeats, looping = _key_attempts(
-        key_lists, runs_of, config.loop_threshold_for(declaration), loops
+        key_lists, runs_of, limits.loop_threshold, loops
     )
     rows_declared = declaration is not None and declaration.result == ROWS
     # one pass over the tool's calls in start order: no-rows, failing and same-result runs
     run = longest = bare = inferred = 0
-    failing = _Streak(config.failing_threshold_for(declaration))  # one error class
-    same_data = _Streak(config.same_result_threshold_for(declaration))  # one result's data
+    failing = _Streak(limits.failing_threshold)  # one error class
+    same_data = _Streak(limits.same_result_threshold)  # one result's data
     readable, version = False, ""
     classes: dict[str, int] = {}
     for c in tool_calls:
@@ -389,7 +478,7 @@ def _tool_summary(
             inferred += 1
     # None when no result was readable (content capture off, or every call failed)
     streak = longest if readable else None
-    if streak is not None and streak >= config.no_rows_threshold_for(declaration):
+    if streak is not None and streak >= limits.no_rows_threshold:
         loops.add((OK, NO_ROWS))
     return ToolSummary(
         tool=tool,

@@ -15,6 +15,7 @@ from loopwatch.core.reasons import DROP_ERROR
 from loopwatch.core.run_tally import RunTally
 from loopwatch.core.sink import Sink
 from loopwatch.core.summary import TurnSummary, summarize
+from loopwatch.core.tool_limits import LimitsByTool
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,7 @@ class TurnPublisher:
         self.config = config
         self.sink = sink
         self.ready: list[Ready] = []
+        self.limits = LimitsByTool(config)  # each tool's declaration and thresholds
         self.tally = RunTally()  # every turn published: the line logged at shutdown
 
     def publish(self, loop_spans: Callable[[TurnSummary], None] | None) -> None:
@@ -53,6 +55,7 @@ class TurnPublisher:
                         end_ns=group.end_ns,
                         root_agent=group.root_agent,
                         anchor=group.anchor,
+                        limits=self.limits,
                     )
                 )
             except Exception:  # one bad turn loses itself, not the batch

@@ -52,6 +52,44 @@ def ancestry(records: Mapping[int, Record]) -> dict[int, tuple[int, int | None]]
     return done
 
 
+def _descent(
+    records: Mapping[int, Record], children: Mapping[int, Mapping[int, None]]
+) -> dict[int, tuple[int, int | None]] | None:
+    """What ancestry gives, walked down from each top span through the children index: each
+    span reached once, none walked up from. None when a span hangs under no top (a parent
+    cycle), which ancestry decides."""
+    up: dict[int, tuple[int, int | None]] = {}
+    stack: list[int] = []
+    for span_id, rec in records.items():
+        parent = rec.parent_id
+        if parent is not None and parent in records:
+            continue
+        # ancestry's top: the root, or the missing parent that anchors its children together
+        up[span_id] = (
+            span_id if parent is None else parent,
+            span_id if isinstance(rec, TurnMark) else None,
+        )
+        stack.append(span_id)
+        while stack:
+            node = stack.pop()
+            below = children.get(node)
+            if below is None:  # most spans are leaves
+                continue
+            above = up[node]
+            for child in below:
+                if child not in records:
+                    continue
+                if child in up:  # reached twice: not the tree the index should hold
+                    return None
+                # the outermost turn span at or above the child: its parent's, else itself
+                if above[1] is None and isinstance(records[child], TurnMark):
+                    up[child] = (above[0], child)
+                else:
+                    up[child] = above
+                stack.append(child)
+    return up if len(up) == len(records) else None
+
+
 def split_turns(
     records: Mapping[int, Record],
     allow_empty: bool = True,
@@ -61,8 +99,9 @@ def split_turns(
 
     ``allow_empty``: a trace without tool calls is one turn (False once the trace has had
     turns finalized already, so its remainder does not count again). ``children`` (parent id
-    -> ids of the spans under it, the assembler's index) lets the common shape, one turn span
-    holding all the others, skip walking up from every span."""
+    -> ids of the spans under it, the assembler's index) lets it walk down the trace instead of
+    up from every span, and the common shape, one turn span holding all the others, be found in
+    one pass."""
     if children is not None:
         groups = _one_turn_span(records, children, allow_empty)
         if groups is not None:
@@ -71,7 +110,9 @@ def split_turns(
     # A trace without tool calls is one turn if anything in it is GenAI at all.
     if not calls and not (allow_empty and marks):
         return []
-    up = ancestry(records)
+    up = _descent(records, children) if children is not None else None
+    if up is None:
+        up = ancestry(records)
     groups_by_anchor: dict[int, TurnGroup] = {}
     for call in calls:
         top, outer = up[call.span_id]

@@ -181,7 +181,8 @@ class LoopwatchMetrics:
         seen: float,
     ) -> None:
         """One tool's numbers of a turn (caller holds the lock)."""
-        service, agent, _ = turn
+        # the label tuples written out: compiled, a starred one is built through a list
+        service, agent, model = turn
         tool = bound.bounded("tool", t.tool)
         version = bound.bounded("tool_version", t.tool_version)
         self.tool_version_first_seen.set_once((service, tool, version), seen)
@@ -189,19 +190,21 @@ class LoopwatchMetrics:
             self.guard_decisions.inc((service, agent, tool, decision), n)
         if not t.max_attempts:
             return  # every call of this tool was answered by a guard
-        self.tool_max_attempts.observe((*turn, tool, version), t.max_attempts, trace_id, now)
-        turn_tool = (*turn, tool)
+        self.tool_max_attempts.observe(
+            (service, agent, model, tool, version), t.max_attempts, trace_id, now
+        )
+        turn_tool = (service, agent, model, tool)
         if t.no_rows_streak is not None:
             self.no_rows_streak.observe(turn_tool, t.no_rows_streak, trace_id, now)
         if t.same_result_streak is not None:
             self.same_result_streak.observe(turn_tool, t.same_result_streak, trace_id, now)
         self.failing_streak.observe(turn_tool, t.failing_streak, trace_id, now)
         for error_class, n in t.calls:
-            self.tool_calls.inc((*turn_tool, error_class), n)
+            self.tool_calls.inc((service, agent, model, tool, error_class), n)
         for error_class, n in t.repeats:
-            self.repeat_calls.inc((*turn_tool, error_class), n)
+            self.repeat_calls.inc((service, agent, model, tool, error_class), n)
         for error_class, kind in t.loops:
-            self.loops.inc((*turn_tool, error_class, kind))
+            self.loops.inc((service, agent, model, tool, error_class, kind))
         if t.over_cap_seconds:
             self.over_cap_seconds.inc(turn_tool, t.over_cap_seconds)
         for error_class, kind, _, input_tokens, output_tokens, unsplit in t.loop_tokens:
