@@ -348,9 +348,7 @@ def is_turn_span(name: str, attributes: Mapping[str, Any]) -> bool:
 def read_span(span: SpanView, config: Config) -> Record:
     """Classify a span and read what loopwatch needs from it."""
     # a plain span (no marker key, no hinted name: most of a web app's) is a Link at the cost
-    # of a few lookups, not of every marker's
-    if not may_be_genai(span.name, span.attributes):
-        return Link(span.span_id, span.parent_id, span.start_ns, span.end_ns)
+    # of one lookup a marker key (may_be_genai would look them up again for every other span)
     kind, reading = _choose(span.name, span.attributes)
     if reading is None or coding_agent_spans.read_from_events(span.attributes):
         return Link(span.span_id, span.parent_id, span.start_ns, span.end_ns)
