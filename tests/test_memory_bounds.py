@@ -254,6 +254,24 @@ def test_the_tool_description_cache_keeps_no_huge_description() -> None:
     assert "short text" in calls._DESCRIPTION_HASHES
 
 
+def test_the_identity_cache_stays_bounded_and_gives_the_same_hashes() -> None:
+    """Identities are kept by canonical JSON: the same hash as computed afresh, at most
+    IDENTITIES_KEPT of them, none of a long text."""
+    from loopwatch.core import identity
+
+    long_arguments = {"query": "q" * (identity.IDENTITY_TEXT_KEPT + 1)}
+    first = identity.identity_hash(long_arguments, None)
+    assert first == identity.identity_hash(long_arguments, None)
+    assert first == identity.short_hash(identity.canonical_json(long_arguments))
+    assert identity.canonical_json(long_arguments) not in identity._IDENTITIES
+    for i in range(3 * identity.IDENTITIES_KEPT):
+        arguments = {"order_id": str(i), "customer_id": "c_1"}
+        hashed = identity.identity_hash(arguments, ("customer_id", "order_id"))
+        assert hashed == identity.short_hash(f'{{"customer_id":"c_1","order_id":"{i}"}}')
+        assert hashed == identity.identity_hash(arguments, ("customer_id", "order_id"))
+        assert len(identity._IDENTITIES) <= identity.IDENTITIES_KEPT
+
+
 def test_a_turn_the_sink_refuses_loses_only_itself() -> None:
     class FirstTurnFails(CountingSink):
         def __init__(self) -> None:

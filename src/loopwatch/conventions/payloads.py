@@ -16,6 +16,8 @@ from typing import Any, Final
 from loopwatch.conventions.results import unwrap_output
 
 REDACTED: Final = frozenset({"__REDACTED__", "<redacted>", "[REDACTED]", "[redacted]"})
+# (a longer text is none of them: tested without hashing the whole payload)
+_REDACTED_CHARS: Final = max(map(len, REDACTED))
 # Past this a payload is not parsed; its identity is the hash of the raw text (still exact for
 # byte-equal repeats, which is all a huge payload can be compared on cheaply).
 MAX_PARSE_CHARS: Final = 256 * 1024
@@ -100,7 +102,7 @@ def decode_arguments(value: Any) -> tuple[bool, Any]:
         return False, None
     if isinstance(value, str):  # is_redacted and _plain, stripping once
         stripped = value.strip()
-        if stripped in REDACTED:
+        if len(stripped) <= _REDACTED_CHARS and stripped in REDACTED:
             return False, None
         return True, _unwrap_arguments(_parse_stripped(value, stripped))
     return True, _unwrap_arguments(_structured(value))
@@ -146,7 +148,7 @@ def decode_result(value: Any) -> tuple[bool, Any, str | None]:
         return False, None, None
     if isinstance(value, str):  # is_redacted and _plain, stripping once
         stripped = value.strip()
-        if stripped in REDACTED:
+        if len(stripped) <= _REDACTED_CHARS and stripped in REDACTED:
             return False, None, None
         result = _parse_stripped(value, stripped)
     else:

@@ -93,10 +93,10 @@ _NAME_HINTS_BY_FIRST: Final[dict[str, tuple[str, ...]]] = {
 }
 
 
-def _turn_markers() -> tuple[tuple[str, frozenset[str] | None], ...]:
-    """What is_turn_span may find a turn by: each turn marker's key and the texts it takes (None:
-    any value), and each attribute hint (any value)."""
-    values: dict[str, set[str] | None] = {key: None for key in _ATTRIBUTE_HINTS}
+def _turn_markers(hints: tuple[str, ...]) -> tuple[tuple[str, frozenset[str] | None], ...]:
+    """Each turn marker's key, once, and the texts it takes (None: any value); and each of
+    ``hints`` (any value)."""
+    values: dict[str, set[str] | None] = {key: None for key in hints}
     for emitter in EMITTERS:
         for key, value in emitter.family.turn:
             texts = values.setdefault(key, set())
@@ -110,7 +110,10 @@ def _turn_markers() -> tuple[tuple[str, frozenset[str] | None], ...]:
     )
 
 
-_TURN_MARKERS: Final = _turn_markers()
+# what is_turn_span finds a turn by, a key looked up once however many markers test it
+_TURN_VALUES: Final = _turn_markers(())
+# what may_be_turn may find a turn by: those and the attribute hints
+_TURN_MARKERS: Final = _turn_markers(_ATTRIBUTE_HINTS)
 
 
 # Attributes read_span never looks at, by prefix: what instrumentations write in bulk (messages,
@@ -308,7 +311,8 @@ def _choose(name: str, attrs: Mapping[str, Any]) -> tuple[int, _Reading | None]:
                     if hit[0] == TOOL:
                         return hit
                     kind, reading = hit
-    if name.startswith(_NAME_HINTS) or _has_attribute_hint(attrs):
+    hints = _NAME_HINTS_BY_FIRST.get(name[:1])
+    if (hints is not None and name.startswith(hints)) or _has_attribute_hint(attrs):
         for named in _NAMED:
             by_name = named.emitter.kind_by_name(name, attrs)
             if by_name < kind:
@@ -331,12 +335,12 @@ def is_tool_span(span: SpanView) -> bool:
 
 def is_turn_span(name: str, attributes: Mapping[str, Any]) -> bool:
     """An agent or workflow span (a turn when outermost and holding tool calls)."""
-    for emitter in EMITTERS:
-        for key, value in emitter.family.turn:
-            got = attributes.get(key)
-            if got is not None and (value == ANY or got == value):
-                return True
-    if not (name.startswith(_NAME_HINTS) or _has_attribute_hint(attributes)):
+    for key, texts in _TURN_VALUES:
+        got = attributes.get(key)
+        if got is not None and (texts is None or (isinstance(got, str) and got in texts)):
+            return True
+    hints = _NAME_HINTS_BY_FIRST.get(name[:1])
+    if not ((hints is not None and name.startswith(hints)) or _has_attribute_hint(attributes)):
         return False
     return any(r.emitter.kind_by_name(name, attributes) == TURN for r in _NAMED)
 
@@ -344,9 +348,7 @@ def is_turn_span(name: str, attributes: Mapping[str, Any]) -> bool:
 def read_span(span: SpanView, config: Config) -> Record:
     """Classify a span and read what loopwatch needs from it."""
     # a plain span (no marker key, no hinted name: most of a web app's) is a Link at the cost
-    # of a few lookups, not of every marker's
-    if not may_be_genai(span.name, span.attributes):
-        return Link(span.span_id, span.parent_id, span.start_ns, span.end_ns)
+    # of one lookup a marker key (may_be_genai would look them up again for every other span)
     kind, reading = _choose(span.name, span.attributes)
     if reading is None or coding_agent_spans.read_from_events(span.attributes):
         return Link(span.span_id, span.parent_id, span.start_ns, span.end_ns)
@@ -415,25 +417,26 @@ def _conversation(
 def _payloads(span: SpanView, reading: _Reading) -> tuple[Any, Any]:
     attrs = span.attributes
     arguments = first(attrs, reading.arguments)
-    result = first(attrs, reading.result)
+    # the first result set, as first() finds it; and whether one is set to the empty text (a
+    # tool that printed nothing: a known, empty result where no other is found), in one pass
+    result = None
+    empty = False
+    for key in reading.result:
+        value = attrs.get(key)
+        if value is not None:
+            if value != "":
+                result = value
+                break
+            empty = True
     if arguments is None or result is None:
         hook_arguments, hook_result = reading.emitter.payloads(span)
         arguments = arguments if arguments is not None else hook_arguments
         result = result if result is not None else hook_result
     if arguments is None:
         arguments = openinference.parameters_as_arguments(attrs)
-    if result is None:
-        result = _empty_text(attrs, reading.result)
+    if result is None and empty:
+        result = ""
     return arguments, result
-
-
-def _empty_text(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
-    """``""`` when a result attribute is set to the empty text (a tool that printed nothing):
-    a known, empty result; None when none is set."""
-    for key in keys:
-        if attrs.get(key) == "":
-            return ""
-    return None
 
 
 def _error_evidence(

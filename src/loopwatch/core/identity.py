@@ -114,9 +114,24 @@ def identity_values(arguments: Any, fields: tuple[str, ...] | None) -> Any:
     return out
 
 
+# Identities already hashed, by canonical JSON: a loop repeats one call's arguments, and their
+# SHA-256 costs several times the lookup. Bounded in entries and in text length.
+IDENTITIES_KEPT: Final = 512
+IDENTITY_TEXT_KEPT: Final = 512
+_IDENTITIES: dict[str, str] = {}
+
+
 def identity_hash(arguments: Any, fields: tuple[str, ...] | None) -> str:
     value = arguments if fields is None else identity_values(arguments, fields)
-    return short_hash(canonical_json(value))
+    text = canonical_json(value)
+    found = _IDENTITIES.get(text)
+    if found is None:
+        found = short_hash(text)
+        if len(text) <= IDENTITY_TEXT_KEPT:
+            if len(_IDENTITIES) >= IDENTITIES_KEPT:
+                _IDENTITIES.clear()
+            _IDENTITIES[text] = found
+    return found
 
 
 def is_free_text(value: Any) -> bool:

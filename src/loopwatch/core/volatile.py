@@ -72,11 +72,13 @@ _HEX: Final = re.compile(
     r"(?<![0-9A-Za-z_])(?:[0-9a-fA-F]{16,}"
     r"|(?=[0-9a-fA-F]{0,14}[a-fA-F])(?=[0-9a-fA-F]{0,14}[0-9])[0-9a-fA-F]{8,15})(?![0-9A-Za-z_])"
 )
-# a text holds a run of 8 hex digits where its translation holds 8 h's (a C-speed scan: a
-# pattern of hex digits tries a match at every digit of a JSON text)
-_HEX_RUN: Final = "h" * 8
-_HEX_TABLE: Final = str.maketrans(
-    {chr(c): "h" if chr(c) in "0123456789abcdefABCDEF" else " " for c in range(128)}
+# a text holds a run of 8 hex digits where its UTF-8 bytes, translated, hold 8 h's (a C-speed
+# scan: a pattern of hex digits tries a match at every digit of a JSON text, and a str
+# translation looks each character up in a dict). A character past ASCII is bytes past 0x7f,
+# each a space: it ends a run as it did.
+_HEX_RUN: Final = b"h" * 8
+_HEX_TABLE: Final = bytes(
+    ord("h") if chr(c) in "0123456789abcdefABCDEF" else ord(" ") for c in range(256)
 )
 # A counter's tail: a separator, then letters and digits with a digit among them. Each is read
 # back for the word before it (a pattern that starts with the word tries it at every letter).
@@ -89,6 +91,11 @@ COUNTER_WORDS: Final = frozenset(
         "chatcmpl", "toolu", "trace", "span", "conn",
     }
 )  # fmt: skip
+# the counter words that hold no other one: a text holds a counter word when it holds one of
+# these (``session`` holds ``sess``), so fewer substring scans tell the same
+_COUNTER_GATE_WORDS: Final = tuple(
+    w for w in sorted(COUNTER_WORDS) if not any(o != w and o in w for o in COUNTER_WORDS)
+)
 # any word_ and this many letters and digits or more (a generated id: ch_3MtwBwLkdIwHu7ix)
 _GENERATED_TAIL: Final = 8
 # where a generated id may stand (a literal first: a fast scan)
@@ -163,11 +170,14 @@ def without_volatile_keys(value: Any, depth: int = 0, in_row: bool = False) -> A
     if depth >= _KEY_DEPTH or (kind is not dict and kind is not list):
         return value
     if kind is list:
-        rows = [
-            _row(v) if type(v) is dict else without_volatile_keys(v, depth + 1, True)
-            for v in value[:MAX_ROWS]
-        ]
-        if all(r is v for r, v in zip(rows, value, strict=False)):
+        rows: list[Any] = []
+        changed = False
+        # (a loop: a comprehension and then a zip over both lists to find a change cost more)
+        for v in value if len(value) <= MAX_ROWS else value[:MAX_ROWS]:
+            kept = _row(v) if type(v) is dict else without_volatile_keys(v, depth + 1, True)
+            changed = changed or kept is not v
+            rows.append(kept)
+        if not changed:
             return value
         return rows + value[MAX_ROWS:]
     out: dict[Any, Any] = {}
@@ -197,13 +207,20 @@ def _row(row: dict[Any, Any]) -> dict[Any, Any]:
     return out
 
 
+def _names_a_counter(low: str) -> bool:
+    """Whether a lower-case text holds a COUNTER_WORDS word."""
+    for word in _COUNTER_GATE_WORDS:  # noqa: SIM110 (any() over a generator costs more here)
+        if word in low:
+            return True
+    return False
+
+
 def _without_counters(text: str) -> str:
     """``text`` with each prefixed counter (a COUNTER_WORDS word, ``_`` or ``-``, a tail with a
     digit; or any word, ``_`` and a tail of _GENERATED_TAIL or more, not all digits) replaced.
     Looked for only where a counter word or a long ``_`` tail stands (substring scans in C:
     reading every ``-`` of a large JSON answer back for its word costs more)."""
-    low = text.lower()
-    if not any(w in low for w in COUNTER_WORDS) and _GENERATED_GATE.search(text) is None:
+    if not _names_a_counter(text.lower()) and _GENERATED_GATE.search(text) is None:
         return text
     parts: list[str] = []
     kept = 0
@@ -245,7 +262,7 @@ def without_volatile(text: str, json_text: bool) -> str:
         text = _DATE_TIMES.sub(PLACEHOLDER, text)
     if _UUID_GATE.search(text) is not None:
         text = _UUIDS.sub(PLACEHOLDER, text)
-    if _HEX_RUN in text.translate(_HEX_TABLE):
+    if _HEX_RUN in text.encode("utf-8", "surrogatepass").translate(_HEX_TABLE):
         text = _sub(_HEX, PLACEHOLDER, text)
     text = _without_counters(text)
     text = _sub(_EPOCHS, PLACEHOLDER, text)
