@@ -320,8 +320,12 @@ def span_views(request: Any) -> Decoded:
                         name=span.name,
                         start_ns=start,
                         end_ns=span.end_time_unix_nano or start,
-                        attributes=span_attributes(span.attributes),
-                        events=tuple(EventView(e.name, attributes(e.attributes)) for e in events)
+                        # upb's fields read as slices: one call builds the list, where iterating
+                        # one costs a call per item and a formatted IndexError at its end
+                        attributes=span_attributes(span.attributes[:]),
+                        events=tuple(
+                            EventView(e.name, attributes(e.attributes[:])) for e in events[:]
+                        )
                         if events
                         else (),
                         status_code=code,
