@@ -164,13 +164,21 @@ def _text_value(raw: bytes, at: int) -> str | None:
     """The string at ``at`` when the rest of ``raw`` is a value written as encoders write a
     string (field 2, an AnyValue holding only field 1) and valid UTF-8; None for anything
     else, which protobuf then reads (and rejects)."""
-    if at >= len(raw) or raw[at] != 0x12:
+    end = len(raw)
+    if at + 1 >= end or raw[at] != 0x12:
         return None
-    outer, at = _varint(raw, at + 1)
-    if outer < 0 or at + outer != len(raw) or at >= len(raw) or raw[at] != 0x0A:
+    # a length in one byte (under 128: most) read here, a longer one by _varint
+    outer = raw[at + 1]
+    at += 2
+    if outer >= 0x80:
+        outer, at = _varint(raw, at - 1)
+    if outer < 0 or at + outer != end or at + 1 >= end or raw[at] != 0x0A:
         return None
-    inner, at = _varint(raw, at + 1)
-    if inner < 0 or at + inner != len(raw):
+    inner = raw[at + 1]
+    at += 2
+    if inner >= 0x80:
+        inner, at = _varint(raw, at - 1)
+    if inner < 0 or at + inner != end:
         return None
     try:
         return raw[at:].decode("utf-8")
