@@ -20,11 +20,11 @@ from loopwatch.core.span_view import EventView, SpanView
 from loopwatch.service.otlp_lean import LeanRequest
 
 # SpanView.extra key: the parent is in another process (OTLP span flags say so).
-REMOTE_PARENT = "remote_parent"
-_REMOTE_KNOWN = 0x100  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
-_REMOTE = 0x200  # SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
-_REMOTE_BOTH = _REMOTE_KNOWN | _REMOTE
-_REMOTE_EXTRA = {REMOTE_PARENT: True}
+REMOTE_PARENT: Final = "remote_parent"
+_REMOTE_KNOWN: Final = 0x100  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
+_REMOTE: Final = 0x200  # SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+_REMOTE_BOTH: Final = _REMOTE_KNOWN | _REMOTE
+_REMOTE_EXTRA: Final = {REMOTE_PARENT: True}
 
 
 class RequestError(ValueError):
@@ -59,7 +59,7 @@ def _kvlist(value: Any) -> dict[str, Any]:
     return attributes(value.kvlist_value.values)
 
 
-_ANY: dict[str | None, Callable[[Any], Any]] = {
+_ANY: Final[dict[str | None, Callable[[Any], Any]]] = {
     "string_value": lambda v: v.string_value,
     "bool_value": lambda v: v.bool_value,
     "int_value": lambda v: v.int_value,
@@ -102,7 +102,8 @@ SEEN_BYTES: Final = 128
 # tuple's identity: compiled, a tuple is rebuilt each time it is passed around.
 _NOT_KEPT: Final = object()
 _SKIPPED: Final[tuple[str, Any]] = ("", _NOT_KEPT)
-_SEEN: dict[bytes, tuple[str, Any]] = {}
+# Final: compiled, a C global, not a lookup in the module's dict (never rebound, only emptied)
+_SEEN: Final[dict[bytes, tuple[str, Any]]] = {}
 _SHAREABLE: Final = (str, int, float, bool, bytes, type(None))  # immutable: one value, many spans
 
 
@@ -121,7 +122,7 @@ class _Key:
 _UNREAD_BYTES: Final = tuple(p.encode() for p in UNREAD_PREFIXES)
 _KEYS_ENTRIES: Final = 4096  # bounded in entries
 _VALUES_PER_UNREAD_KEY: Final = 16
-_KEYS: dict[bytes, _Key] = {}
+_KEYS: Final[dict[bytes, _Key]] = {}
 
 
 def _learn_key(key: bytes) -> _Key | None:
