@@ -64,6 +64,13 @@ def test_an_unread_attribute_is_not_decoded() -> None:
     assert span_attributes([garbage, _kv("tool", "a")]) == {"tool": "a"}
 
 
+def test_a_key_cut_short_teaches_nothing_about_the_whole_key() -> None:
+    # the bytes left of a cut "http.method" spell "http.", itself an unread key
+    with pytest.raises(otlp.RequestError):
+        span_attributes([b"\x0a\x0bhttp."])
+    assert span_attributes([_kv("http.", "GET"), _kv("tool", "a")]) == {"tool": "a"}
+
+
 def test_caches_stay_bounded_and_share_only_immutable_values() -> None:
     for i in range(otlp.SEEN_ENTRIES * 2 + 10):
         span_attributes([_kv(f"k{i % 5000}", f"v{i}"), _kv(f"http.k{i}", "x")])

@@ -20,11 +20,11 @@ from loopwatch.core.span_view import EventView, SpanView
 from loopwatch.service.otlp_lean import LeanRequest
 
 # SpanView.extra key: the parent is in another process (OTLP span flags say so).
-REMOTE_PARENT = "remote_parent"
-_REMOTE_KNOWN = 0x100  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
-_REMOTE = 0x200  # SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
-_REMOTE_BOTH = _REMOTE_KNOWN | _REMOTE
-_REMOTE_EXTRA = {REMOTE_PARENT: True}
+REMOTE_PARENT: Final = "remote_parent"
+_REMOTE_KNOWN: Final = 0x100  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
+_REMOTE: Final = 0x200  # SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+_REMOTE_BOTH: Final = _REMOTE_KNOWN | _REMOTE
+_REMOTE_EXTRA: Final = {REMOTE_PARENT: True}
 
 
 class RequestError(ValueError):
@@ -59,7 +59,7 @@ def _kvlist(value: Any) -> dict[str, Any]:
     return attributes(value.kvlist_value.values)
 
 
-_ANY: dict[str | None, Callable[[Any], Any]] = {
+_ANY: Final[dict[str | None, Callable[[Any], Any]]] = {
     "string_value": lambda v: v.string_value,
     "bool_value": lambda v: v.bool_value,
     "int_value": lambda v: v.int_value,
@@ -102,23 +102,42 @@ SEEN_BYTES: Final = 128
 # tuple's identity: compiled, a tuple is rebuilt each time it is passed around.
 _NOT_KEPT: Final = object()
 _SKIPPED: Final[tuple[str, Any]] = ("", _NOT_KEPT)
-_SEEN: dict[bytes, tuple[str, Any]] = {}
+# Final: compiled, a C global, not a lookup in the module's dict (never rebound, only emptied)
+_SEEN: Final[dict[bytes, tuple[str, Any]]] = {}
 _SHAREABLE: Final = (str, int, float, bool, bytes, type(None))  # immutable: one value, many spans
-# Serialized keys (UTF-8) met before: -1 for a key the conventions may read; for an unread one,
-# how many more of its values may enter _SEEN (a key whose values keep changing, an id or a
-# token count, stops filling it). Bounded in entries.
+
+
+class _Key:
+    """A serialized key (UTF-8) met before: its name, None for a key the conventions never read,
+    whose values are skipped undecoded; for such a key, how many more of its values may enter
+    _SEEN (one whose values keep changing, an id or a message, stops filling it)."""
+
+    __slots__ = ("left", "name")
+
+    def __init__(self, name: str | None, left: int) -> None:
+        self.name = name
+        self.left = left
+
+
 _UNREAD_BYTES: Final = tuple(p.encode() for p in UNREAD_PREFIXES)
-_KEYS_ENTRIES: Final = 4096
+_KEYS_ENTRIES: Final = 4096  # bounded in entries
 _VALUES_PER_UNREAD_KEY: Final = 16
-_KEYS: dict[bytes, int] = {}
+_KEYS: Final[dict[bytes, _Key]] = {}
 
 
-def _learn_key(key: bytes, size: int) -> int:
-    unread = len(key) == size and key.startswith(_UNREAD_BYTES)
+def _learn_key(key: bytes) -> _Key | None:
+    """The key's entry; None for a key not UTF-8 (protobuf then reads the pair, and rejects it)."""
+    if key.startswith(_UNREAD_BYTES):
+        known = _Key(None, _VALUES_PER_UNREAD_KEY)
+    else:
+        try:
+            known = _Key(key.decode("utf-8"), 0)
+        except UnicodeDecodeError:
+            return None
     if len(_KEYS) >= _KEYS_ENTRIES:
         _KEYS.clear()
-    left = _KEYS[key] = _VALUES_PER_UNREAD_KEY if unread else -1
-    return left
+    _KEYS[key] = known
+    return known
 
 
 def _remember(raw: bytes, got: tuple[str, Any]) -> None:
@@ -146,13 +165,21 @@ def _text_value(raw: bytes, at: int) -> str | None:
     """The string at ``at`` when the rest of ``raw`` is a value written as encoders write a
     string (field 2, an AnyValue holding only field 1) and valid UTF-8; None for anything
     else, which protobuf then reads (and rejects)."""
-    if at >= len(raw) or raw[at] != 0x12:
+    end = len(raw)
+    if at + 1 >= end or raw[at] != 0x12:
         return None
-    outer, at = _varint(raw, at + 1)
-    if outer < 0 or at + outer != len(raw) or at >= len(raw) or raw[at] != 0x0A:
+    # a length in one byte (under 128: most) read here, a longer one by _varint
+    outer = raw[at + 1]
+    at += 2
+    if outer >= 0x80:
+        outer, at = _varint(raw, at - 1)
+    if outer < 0 or at + outer != end or at + 1 >= end or raw[at] != 0x0A:
         return None
-    inner, at = _varint(raw, at + 1)
-    if inner < 0 or at + inner != len(raw):
+    inner = raw[at + 1]
+    at += 2
+    if inner >= 0x80:
+        inner, at = _varint(raw, at - 1)
+    if inner < 0 or at + inner != end:
         return None
     try:
         return raw[at:].decode("utf-8")
@@ -176,37 +203,30 @@ def _key_value(raw: bytes) -> tuple[str, Any]:
     # The key as encoders write it: the first field (tag 0x0A), its length in one byte. An
     # attribute skipped by it is not decoded, so not checked: its value is never read.
     size = raw[1] if len(raw) > 1 and raw[0] == 0x0A else 0x80
-    if size < 0x80:
+    if size < 0x80 and 2 + size <= len(raw):
         key = raw[2 : 2 + size]
-        left = _KEYS.get(key)
-        if left is None:
-            left = _learn_key(key, size)
-        if left >= 0:
-            if left:
-                _KEYS[key] = left - 1
-                _remember(raw, _SKIPPED)
-            return _SKIPPED
-        # a text value written as encoders write it (most are): read here, without the
-        # message objects protobuf builds for the pair (they cost more than the reading)
-        text = _text_value(raw, 2 + size) if len(key) == size else None
-        if text is not None:
-            try:
-                got: tuple[str, Any] = (key.decode("utf-8"), text)
-            except UnicodeDecodeError:
-                pass
-            else:
+        known = _KEYS.get(key)
+        if known is None:
+            known = _learn_key(key)
+        if known is not None:
+            name = known.name
+            if name is None:
+                if known.left:
+                    known.left -= 1
+                    _remember(raw, _SKIPPED)
+                return _SKIPPED
+            # a text value written as encoders write it (most are): read here, without the
+            # message objects protobuf builds for the pair (they cost more than the reading)
+            text = _text_value(raw, 2 + size)
+            if text is not None:
+                got: tuple[str, Any] = (name, text)
                 _remember(raw, got)
                 return got
-        elif len(key) == size and raw[2 + size : 3 + size] == b"\x12":
             number = _int_value(raw, 2 + size)
             if number >= 0:
-                try:
-                    got = (key.decode("utf-8"), number)
-                except UnicodeDecodeError:
-                    pass
-                else:
-                    _remember(raw, got)
-                    return got
+                got = (name, number)
+                _remember(raw, got)
+                return got
     try:
         pair = KeyValue.FromString(raw)
     except (DecodeError, RuntimeError, ValueError) as e:
@@ -320,8 +340,12 @@ def span_views(request: Any) -> Decoded:
                         name=span.name,
                         start_ns=start,
                         end_ns=span.end_time_unix_nano or start,
-                        attributes=span_attributes(span.attributes),
-                        events=tuple(EventView(e.name, attributes(e.attributes)) for e in events)
+                        # upb's fields read as slices: one call builds the list, where iterating
+                        # one costs a call per item and a formatted IndexError at its end
+                        attributes=span_attributes(span.attributes[:]),
+                        events=tuple(
+                            EventView(e.name, attributes(e.attributes[:])) for e in events[:]
+                        )
                         if events
                         else (),
                         status_code=code,
