@@ -14,6 +14,7 @@ import psutil
 import pytest
 from prometheus_client import CollectorRegistry
 
+from loopwatch.compiled import running_compiled
 from loopwatch.conventions import read_span
 from loopwatch.core.assembler import RECORD_BYTES, TurnAssembler
 from loopwatch.core.config import Config
@@ -134,5 +135,8 @@ def test_the_accounting_follows_what_the_buffers_hold() -> None:
     tracemalloc.stop()
     accounted = assembler.buffered_bytes - accounted
     print(f"accounted {accounted} bytes, traced {held}")
-    assert 1 / 1.5 < accounted / held < 1.5, (accounted, held)
+    # the estimates are CPython's objects; compiled, the records are native and smaller (1.44-1.52x
+    # here), so the budget overestimates there: the safe side, which evicts early, never late
+    high = 1.6 if running_compiled() else 1.5
+    assert 1 / 1.5 < accounted / held < high, (accounted, held)
     assert accounted > RECORD_BYTES[Link] * 10_000
