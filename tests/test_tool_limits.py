@@ -11,7 +11,7 @@ from loopwatch.core.declarations import REGISTRY, ToolDeclaration
 from loopwatch.core.keys import AttemptKey
 from loopwatch.core.records import ToolCall
 from loopwatch.core.summary import REPEAT, summarize
-from loopwatch.core.tool_limits import REMEMBERED_TOOLS, LimitsByTool
+from loopwatch.core.tool_limits import REMEMBERED_NAME_CHARS, REMEMBERED_TOOLS, LimitsByTool
 
 
 def lookups(tool: str, count: int) -> list[ToolCall]:
@@ -60,3 +60,14 @@ def test_the_tools_remembered_are_bounded() -> None:
     # past the bound every name was forgotten: the first is looked up again, the same
     assert limits.of("tool_0") is not first
     assert limits.of("tool_0") == first
+
+
+def test_a_long_tool_name_is_looked_up_not_kept() -> None:
+    # a hostile span's tool name of megabytes pins nothing
+    limits = LimitsByTool(Config(loop_threshold=3))
+    long = "x" * (REMEMBERED_NAME_CHARS + 1)
+    first = limits.of(long)
+    assert limits.of(long) is not first
+    assert limits.of(long) == first
+    short = "x" * REMEMBERED_NAME_CHARS
+    assert limits.of(short) is limits.of(short)

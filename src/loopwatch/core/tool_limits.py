@@ -10,8 +10,10 @@ from typing import Final
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import REGISTRY, ToolDeclaration
 
-# Tool names come from spans: past this many the names remembered are forgotten at once.
+# Tool names come from spans: past this many the names remembered are forgotten at once, and
+# a longer name is looked up each time, never kept (bounded in bytes too).
 REMEMBERED_TOOLS: Final = 1024
+REMEMBERED_NAME_CHARS: Final = 256
 
 
 @dataclass(init=False, slots=True)
@@ -50,7 +52,9 @@ class LimitsByTool:
             known.clear()
         limits = known.get(tool)
         if limits is None:
-            if len(known) >= REMEMBERED_TOOLS:
-                known.clear()
-            limits = known[tool] = ToolLimits(self.config, tool)
+            limits = ToolLimits(self.config, tool)
+            if len(tool) <= REMEMBERED_NAME_CHARS:
+                if len(known) >= REMEMBERED_TOOLS:
+                    known.clear()
+                known[tool] = limits
         return limits
