@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 
-from loopwatch.core.keys import AttemptKey
+from loopwatch.core.config import Config
+from loopwatch.core.keys import AttemptKey, attempt_key
 from loopwatch.core.layers import merge_layers
 from loopwatch.core.records import ToolCall
+from tests.support.span_shapes import tool_call, view
 
 
 def _call(span_id: int, parent_id: int | None, error_class: str = "ok") -> ToolCall:
@@ -71,3 +74,29 @@ def test_a_writes_layers_keep_its_key_ok() -> None:
     (merged,) = merge_layers([outer, inner])
     assert merged.key == write and merged.effect == "write"
     assert merged.error_class == "ok" and merged.arguments_known
+
+
+def test_an_undeclared_write_that_failed_inside_is_keyed_as_its_failures() -> None:
+    """A framework's span saw an undeclared write succeed, the span inside it (an MCP client's)
+    saw it fail: merged, the call has the key a failed call with the same arguments gets. A
+    failure keeps a field named as prose ("note") that a write's success is keyed without."""
+    arguments = {"customer_id": "c1", "note": "urgent"}
+    outer = tool_call(
+        view(
+            "execute_tool create_ticket",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "create_ticket",
+                "gen_ai.tool.call.arguments": json.dumps(arguments),
+                "gen_ai.tool.call.result": '{"ticket": "T-1"}',
+            },
+        ),
+        Config(),
+    )
+    inner = ToolCall(
+        outer.span_id + 1, outer.span_id, 0, 1, "create_ticket",
+        AttemptKey("create_ticket", "?", "timeout"), "timeout", "unknown", False, "", None,
+    )  # fmt: skip
+    (merged,) = merge_layers([outer, inner])
+    failed = attempt_key("create_ticket", arguments, "timeout", None)
+    assert merged.key == failed and merged.error_class == "timeout"

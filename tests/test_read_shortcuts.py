@@ -1,6 +1,7 @@
 """The shortcuts of the read path give what the long way gives: one marker lookup a key for the
-span's kind, the failed identity taken from the call's own key when there is no free text to
-leave out, the prebuilt canonical encoder, and JSON's three words without a scan."""
+span's kind, the failed identity taken from the call's own key when that key hashed all the
+arguments and there is no free text to leave out, the prebuilt canonical encoder, and JSON's
+three words without a scan."""
 
 from __future__ import annotations
 
@@ -44,11 +45,15 @@ def test_the_kind_follows_the_marker_order(
     assert type(read_span(view(name, attributes), UNDECLARED)) is kind
 
 
+@pytest.mark.parametrize("tool", ["search_orders", "create_ticket"])  # a read, a write
 @pytest.mark.parametrize(
     "arguments",
     [
         {"customer_id": "c_40912", "page": 2},  # no free text: the key's own identity
         {"customer_id": "c_40912", "query": "boots refund"},
+        # prose by its name, not free text: a write's success is keyed without it, its failure
+        # with it
+        {"customer_id": "c_40912", "note": "urgent"},
         {"filters": {"customer_id": "c_40912", "note": "x" * 65}, "ids": [1, "a b", 3]},
         {"nested": [[{"a": "b c"}]], "n": None, "f": 1.5, "t": True},
         {"nan": float("nan"), "big": 10**30},
@@ -58,13 +63,13 @@ def test_the_kind_follows_the_marker_order(
     ],
 )
 def test_a_successful_undeclared_call_keeps_the_identity_it_would_fail_with(
-    arguments: Any,
+    tool: str, arguments: Any
 ) -> None:
     span = view(
-        "execute_tool search_orders",
+        f"execute_tool {tool}",
         {
             "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": "search_orders",
+            "gen_ai.tool.name": tool,
             "gen_ai.tool.call.arguments": json.dumps(arguments),
             "gen_ai.tool.call.result": "[1]",
         },
@@ -72,10 +77,10 @@ def test_a_successful_undeclared_call_keeps_the_identity_it_would_fail_with(
     record = read_span(span, UNDECLARED)
     assert isinstance(record, ToolCall)
     parsed = json.loads(json.dumps(arguments))
-    failed = attempt_key("search_orders", parsed, "tool_error", None)
+    failed = attempt_key(tool, parsed, "tool_error", None)
     assert failed.inferred
     assert record.failed_identity == failed.identity
-    assert record.key.identity == attempt_key("search_orders", parsed, "rows", None).identity
+    assert record.key.identity == attempt_key(tool, parsed, "rows", None).identity
 
 
 def test_canonical_json_is_the_encoder_it_always_was() -> None:

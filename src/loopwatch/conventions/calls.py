@@ -143,9 +143,9 @@ def _failed_identity(arguments: Any, key: AttemptKey) -> str:
     had it failed (core.keys: without free text): core.layers uses it when another
     instrumentation layer of the same call saw the failure."""
     kept = without_free_text(arguments)
-    # Equal only when nothing was left out (a removal shortens a container): then the canonical
-    # JSON, and so the hash, is the one the call was keyed on.
-    return key.identity if kept == arguments else identity_hash(kept, None)
+    # The success's hash is the failure's only when both hashed the same value: nothing free
+    # text left out, and a key on all the arguments (not a write's, keyed without its prose).
+    return key.identity if kept == arguments and not key.inferred else identity_hash(kept, None)
 
 
 _DESCRIPTION_HASHES: dict[str, str] = {}
