@@ -30,8 +30,8 @@ class BrokenSink:
     def span(self, kind: str, count: int = 1) -> None:
         self.spans += count
 
-    def dropped(self, reason: str) -> None:
-        self.dropped_reasons.append(reason)
+    def dropped(self, reason: str, count: int = 1) -> None:
+        self.dropped_reasons.extend([reason] * count)
 
     def evicted(self, reason: str) -> None:
         pass

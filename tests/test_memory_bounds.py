@@ -284,9 +284,9 @@ def test_a_turn_the_sink_refuses_loses_only_itself() -> None:
                 raise RuntimeError("sink down for one turn")
             super().turn(summary)
 
-        def dropped(self, reason: str) -> None:
+        def dropped(self, reason: str, count: int = 1) -> None:
             assert reason == "error"
-            self.errors += 1
+            self.errors += count
 
     sink = FirstTurnFails()
     assembler = TurnAssembler(Config(), sink, clock=lambda: 0.0)

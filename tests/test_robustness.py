@@ -221,6 +221,57 @@ def test_a_flood_of_drops_is_a_number_not_a_list() -> None:
     processor.shutdown()
 
 
+def _tool_span(trace: int, span: int) -> ReadableSpan:
+    arguments = json.dumps({"customer_id": f"c{span % 7}", "query": "open orders, newest first"})
+    return ReadableSpan(
+        name="execute_tool search_orders",
+        context=SpanContext(trace, span, is_remote=False),
+        parent=SpanContext(trace, 1, is_remote=False),
+        attributes={
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "search_orders",
+            "gen_ai.tool.call.arguments": arguments,
+            "gen_ai.tool.call.result": '{"rows": []}',
+        },
+        start_time=1,
+        end_time=2,
+    )
+
+
+def test_a_flood_is_counted_while_it_lasts() -> None:
+    # producers faster than the worker keep its queue from emptying: each round takes what was
+    # queued when it began, so spans and drops are counted during the flood, not after it
+    registry = CollectorRegistry()
+    processor = LoopwatchSpanProcessor(config=Config(queue_spans=1_000), registry=registry)
+    spans = [_tool_span(trace, 2) for trace in range(2, 2_002)]
+    stop = threading.Event()
+
+    def flood() -> None:
+        while not stop.is_set():
+            for span in spans:
+                processor.on_end(span)
+
+    threads = [threading.Thread(target=flood) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (
+            _samples(registry, "loopwatch_spans_total")
+            and _samples(registry, "loopwatch_spans_dropped_total")
+        ):
+            time.sleep(0.01)
+        counted = _samples(registry, "loopwatch_spans_total")
+        dropped = _samples(registry, "loopwatch_spans_dropped_total")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert counted.get(("tool",), 0) > 0
+    assert dropped.get(("queue_full",), 0) > 0
+    processor.shutdown()
+
+
 def test_eight_threads_give_exact_totals() -> None:
     p = Pipeline(
         Config(tools={"create_ticket": ToolDeclaration(identity=("customer_id", "order_id"))})

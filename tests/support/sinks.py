@@ -18,8 +18,8 @@ class CountingSink:
     def span(self, kind: str, count: int = 1) -> None:
         pass
 
-    def dropped(self, reason: str) -> None:
-        self.drop_reasons.append(reason)
+    def dropped(self, reason: str, count: int = 1) -> None:
+        self.drop_reasons.extend([reason] * count)
 
     def evicted(self, reason: str) -> None:
         self.evictions[reason] = self.evictions.get(reason, 0) + 1

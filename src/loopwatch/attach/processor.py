@@ -256,12 +256,15 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._assembler.add(trace_id, self._reader.plain_service(item), link)
 
     def _drain(self) -> int:
-        """Everything queued, chunk by chunk; how many items and drops it took."""
+        """What was queued when the round began, chunk by chunk; how many items and drops it
+        took. Not what keeps coming: under a flood, the counts and the sweep still come every
+        round (the worker starts the next round at once)."""
         worker = self.worker
-        self._show_queue(worker.queued)
+        queued = worker.queued
+        self._show_queue(queued)
         counts: dict[str, int] = {}
         taken = 0
-        while chunk := worker.take(_CHUNK):
+        while taken < queued and (chunk := worker.take(min(_CHUNK, queued - taken))):
             self._drain_chunk(chunk, counts)
             taken += len(chunk)
         drops = worker.take_drops()
@@ -272,8 +275,8 @@ class LoopwatchSpanProcessor(SpanProcessor):
         for kind, count in counts.items():
             safe(self.sink.span, kind, count)
         safe(self.sink.open_turns, self._assembler.open_turns)
-        for _ in range(drops):
-            safe(self.sink.dropped, DROP_QUEUE_FULL)
+        if drops:
+            safe(self.sink.dropped, DROP_QUEUE_FULL, drops)
         self._show_every_start()  # on_start may have turned it on
         own = _own_spans(self._assembler)
         if own:  # own spans the queue never took (full, or shut down): not coming

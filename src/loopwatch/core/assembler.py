@@ -313,14 +313,12 @@ class TurnAssembler:
         self._budget.held -= trace.size
         if trace.plain:  # no turn in it: only its spans count, when evicted for memory
             self._plains.count -= 1
-            if evicted == EVICT_MEMORY:
-                for _ in trace.records:
-                    self.sink.dropped(DROP_MEMORY)
+            if evicted == EVICT_MEMORY and trace.records:
+                self.sink.dropped(DROP_MEMORY, len(trace.records))
             return
         handed = self._splitter.split(trace_id, trace, trace.records, evicted)
-        if evicted == EVICT_MEMORY and not (trace.turns_emitted or handed):
-            for _ in trace.records:
-                self.sink.dropped(DROP_MEMORY)
+        if evicted == EVICT_MEMORY and trace.records and not (trace.turns_emitted or handed):
+            self.sink.dropped(DROP_MEMORY, len(trace.records))
         if trace.turns_emitted:
             # only GenAI traces are remembered: their stragglers are late spans worth counting
             self._finalized[trace_id] = None

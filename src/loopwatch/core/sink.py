@@ -21,8 +21,8 @@ class Sink(Protocol):
         """``count`` spans read, of ``kind`` (``tool``, ``agent``, ``llm`` or ``other``)."""
         ...
 
-    def dropped(self, reason: str) -> None:
-        """A span not read, and why (``queue_full``, ``turn_full``, ``error``, ...)."""
+    def dropped(self, reason: str, count: int = 1) -> None:
+        """``count`` spans not read, and why (``queue_full``, ``turn_full``, ``error``, ...)."""
         ...
 
     def evicted(self, reason: str) -> None:

@@ -213,7 +213,8 @@ class Worker(Generic[T]):
 
     def _run(self) -> None:
         while self._state == OPEN:
-            self._wake.wait(self._poll)
+            if not self._queue:  # a round that left items behind is followed at once
+                self._wake.wait(self._poll)
             self._wake.clear()
             self.step()
         self._stop()

@@ -321,10 +321,10 @@ class ReportSink:
         if self.forward is not None:
             self.forward.span(kind, count)
 
-    def dropped(self, reason: str) -> None:
-        self.report.dropped[reason] += 1
+    def dropped(self, reason: str, count: int = 1) -> None:
+        self.report.dropped[reason] += count
         if self.forward is not None:
-            self.forward.dropped(reason)
+            self.forward.dropped(reason, count)
 
     def evicted(self, reason: str) -> None:
         self.report.evicted[reason] += 1

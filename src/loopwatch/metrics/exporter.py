@@ -235,9 +235,9 @@ class LoopwatchMetrics:
             labels = (self._bound.bounded("service", service), source, kind)
             self.agent_detections.inc(labels)
 
-    def dropped(self, reason: str) -> None:
+    def dropped(self, reason: str, count: int = 1) -> None:
         with self._lock:
-            self.spans_dropped.inc((reason,))
+            self.spans_dropped.inc((reason,), count)
 
     def evicted(self, reason: str) -> None:
         with self._lock:

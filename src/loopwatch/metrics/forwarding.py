@@ -16,8 +16,8 @@ class ForwardingSink:
     def span(self, kind: str, count: int = 1) -> None:
         self.forward.span(kind, count)
 
-    def dropped(self, reason: str) -> None:
-        self.forward.dropped(reason)
+    def dropped(self, reason: str, count: int = 1) -> None:
+        self.forward.dropped(reason, count)
 
     def evicted(self, reason: str) -> None:
         self.forward.evicted(reason)

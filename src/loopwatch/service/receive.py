@@ -48,8 +48,7 @@ def accept_views(pipeline: Pipeline, spans: list[SpanView], rejected: int) -> An
         # OTLP partial success: the request succeeded, these spans were not used
         response.partial_success.rejected_spans = rejected
         response.partial_success.error_message = f"{rejected} {REJECTED_MESSAGE}"
-        for _ in range(rejected):
-            pipeline.sink.dropped(DROP_INVALID_ID)
+        pipeline.sink.dropped(DROP_INVALID_ID, rejected)
     return response
 
 
