@@ -49,6 +49,7 @@ from benchmarks.bench_service import (
     span_count,
     until_finished,
 )
+from benchmarks.profile_service import thread_cpu
 from testkit.streams import realistic_requests
 
 PER_DRIVER = 10  # copies of the stream each driver sends, as `rate` does by default
@@ -80,17 +81,6 @@ def core_child(path: str) -> None:
     print(json.dumps({"us": (time.thread_time() - started) / spans * 1e6}))
 
 
-def _threads(process: psutil.Process) -> dict[int, tuple[float, float, str]]:
-    out = {}
-    for t in process.threads():
-        try:
-            name = Path(f"/proc/{process.pid}/task/{t.id}/comm").read_text().strip()
-        except OSError:  # ended between the listing and the read
-            continue
-        out[t.id] = (t.user_time, t.system_time, name)
-    return out
-
-
 def serve_round(shares: list[list[bytes]], sent: int, tmp: str, pinned: bool) -> dict[str, float]:
     """The service's CPU a span (µs), in all and by thread."""
     served = Served(TOML.format(grace=0.5, open_turns=10_000, idle=300))
@@ -102,19 +92,19 @@ def serve_round(shares: list[list[bytes]], sent: int, tmp: str, pinned: bool) ->
             command = ["taskset", "--all-tasks", "--pid", "--cpu-list", "0", str(process.pid)]
             subprocess.run(command, check=True, capture_output=True)
         with pre_drivers("grpc", served.grpc, shares, tmp) as drivers:
-            before, threads_before = process.cpu_times(), _threads(process)
+            before, threads_before = process.cpu_times(), thread_cpu(process.pid)
             for d in drivers:
                 go(d)
             for d in drivers:
                 result(d)
             until_finished(served, sent)
-            after, threads_after = process.cpu_times(), _threads(process)
+            after, threads_after = process.cpu_times(), thread_cpu(process.pid)
     finally:
         served.stop()
-    spent: list[tuple[float, str]] = []
-    for tid, (user, system, name) in threads_after.items():
-        user0, system0, _ = threads_before.get(tid, (0.0, 0.0, name))
-        spent.append((user - user0 + system - system0, name))
+    spent = [
+        (cpu - threads_before.get(tid, (name, 0.0))[1], name)
+        for tid, (name, cpu) in threads_after.items()
+    ]
     ours = sorted((cpu for cpu, name in spent if name == python), reverse=True)
     per_span = 1e6 / sent
     return {
