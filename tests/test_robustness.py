@@ -239,8 +239,8 @@ def _tool_span(trace: int, span: int) -> ReadableSpan:
 
 
 def test_a_flood_is_counted_while_it_lasts() -> None:
-    # producers faster than the worker keep its queue from emptying: each round takes what was
-    # queued when it began, so spans and drops are counted during the flood, not after it
+    # producers faster than the worker keep its queue from emptying: each round takes at most a
+    # full queue's worth, so spans and drops are counted during the flood, not after it
     registry = CollectorRegistry()
     processor = LoopwatchSpanProcessor(config=Config(queue_spans=1_000), registry=registry)
     spans = [_tool_span(trace, 2) for trace in range(2, 2_002)]

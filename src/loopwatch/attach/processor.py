@@ -43,6 +43,9 @@ _BATCH: Final = 512  # queued starts and ends: 512 plain spans, or about 256 spa
 # chunk's stages fit in one GIL switch interval (5 ms) most of the time.
 _CHUNK: Final = 256
 _SWEEP_SECONDS = 1.0
+# ids of loopwatch's own loop spans kept while the queue never empties (a flood): past it they
+# are forgotten, and one still queued is read as a plain span
+_OWN_SPANS_KEPT: Final = 4096
 TURN_TRACES: Final = 65_536  # traces on_start follows (see _turn_traces), 5.5 MB at most
 
 
@@ -256,15 +259,15 @@ class LoopwatchSpanProcessor(SpanProcessor):
             self._assembler.add(trace_id, self._reader.plain_service(item), link)
 
     def _drain(self) -> int:
-        """What was queued when the round began, chunk by chunk; how many items and drops it
-        took. Not what keeps coming: under a flood, the counts and the sweep still come every
-        round (the worker starts the next round at once)."""
+        """What is queued, chunk by chunk, up to a full queue's worth; how many items and drops
+        it took. Not a flood's every span: while one keeps the queue full, the counts and the
+        sweep still come every round (the worker starts the next round at once)."""
         worker = self.worker
-        queued = worker.queued
-        self._show_queue(queued)
+        self._show_queue(worker.queued)
+        most = self.config.queue_spans
         counts: dict[str, int] = {}
         taken = 0
-        while taken < queued and (chunk := worker.take(min(_CHUNK, queued - taken))):
+        while taken < most and (chunk := worker.take(min(_CHUNK, most - taken))):
             self._drain_chunk(chunk, counts)
             taken += len(chunk)
         drops = worker.take_drops()
@@ -279,7 +282,9 @@ class LoopwatchSpanProcessor(SpanProcessor):
             safe(self.sink.dropped, DROP_QUEUE_FULL, drops)
         self._show_every_start()  # on_start may have turned it on
         own = _own_spans(self._assembler)
-        if own:  # own spans the queue never took (full, or shut down): not coming
+        # own spans not taken by the time the queue is empty never entered it (full, or shut
+        # down): not coming; while it holds items they may be among them (up to a bound)
+        if own and (not worker.queued or len(own) > _OWN_SPANS_KEPT):
             own.clear()
         return taken + drops
 
