@@ -35,6 +35,7 @@ COMPILED_MODULES = (
     "service/otlp.py",
     "service/otlp_json_read.py",
     "service/otlp_lean.py",
+    "service/otlp_wire.py",
     "service/pipeline.py",
 )
 # the shared library mypyc puts every compiled module's code in: loopwatch/_compiled__mypyc*.so

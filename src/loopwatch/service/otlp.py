@@ -14,10 +14,12 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
+from loopwatch.compiled import running_compiled
 from loopwatch.conventions.read import UNREAD_PREFIXES
 from loopwatch.core.records import OWN_SCOPE
 from loopwatch.core.span_view import EventView, SpanView
-from loopwatch.service.otlp_lean import LeanRequest
+from loopwatch.service.otlp_lean import LeanRequest, LeanSpan, RawSpanRequest
+from loopwatch.service.otlp_wire import SpanFields, int_value, span_fields, text_value
 
 # SpanView.extra key: the parent is in another process (OTLP span flags say so).
 REMOTE_PARENT: Final = "remote_parent"
@@ -39,10 +41,15 @@ class Decoded:
     rejected: int = 0
 
 
+# Compiled, each span is read from its bytes (otlp_wire.py) faster than protobuf's messages
+# give its fields; as pure Python, slower.
+_RAW_SPANS: Final = running_compiled()
+
+
 def parse_protobuf(body: bytes) -> Any:
-    """Parse a binary ``ExportTraceServiceRequest`` (span attributes left serialized: see
-    :func:`span_views`)."""
-    request = LeanRequest()
+    """Parse a binary ``ExportTraceServiceRequest`` (span attributes left serialized, and in the
+    compiled build whole spans: see :func:`span_views`)."""
+    request = RawSpanRequest() if _RAW_SPANS else LeanRequest()
     try:
         request.ParseFromString(body)
     except (DecodeError, RuntimeError, ValueError) as e:
@@ -147,58 +154,6 @@ def _remember(raw: bytes, got: tuple[str, Any]) -> None:
         _SEEN[raw] = got
 
 
-def _varint(raw: bytes, at: int) -> tuple[int, int]:
-    """(value, offset after it) of the varint at ``at``; value -1 past four bytes or the end."""
-    value = shift = 0
-    end = min(len(raw), at + 4)
-    while at < end:
-        byte = raw[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at
-        shift += 7
-    return -1, at
-
-
-def _text_value(raw: bytes, at: int) -> str | None:
-    """The string at ``at`` when the rest of ``raw`` is a value written as encoders write a
-    string (field 2, an AnyValue holding only field 1) and valid UTF-8; None for anything
-    else, which protobuf then reads (and rejects)."""
-    end = len(raw)
-    if at + 1 >= end or raw[at] != 0x12:
-        return None
-    # a length in one byte (under 128: most) read here, a longer one by _varint
-    outer = raw[at + 1]
-    at += 2
-    if outer >= 0x80:
-        outer, at = _varint(raw, at - 1)
-    if outer < 0 or at + outer != end or at + 1 >= end or raw[at] != 0x0A:
-        return None
-    inner = raw[at + 1]
-    at += 2
-    if inner >= 0x80:
-        inner, at = _varint(raw, at - 1)
-    if inner < 0 or at + inner != end:
-        return None
-    try:
-        return raw[at:].decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def _int_value(raw: bytes, at: int) -> int:
-    """The integer at ``at`` when the rest of ``raw`` is a value written as encoders write a
-    small non-negative int (field 2, an AnyValue holding only field 3: a token count); -1 for
-    anything else, which protobuf then reads."""
-    if at + 2 >= len(raw) or raw[at] != 0x12 or raw[at + 2] != 0x18:
-        return -1
-    if raw[at + 1] != len(raw) - at - 2:
-        return -1
-    value, end = _varint(raw, at + 3)
-    return value if end == len(raw) else -1
-
-
 def _key_value(raw: bytes) -> tuple[str, Any]:
     # The key as encoders write it: the first field (tag 0x0A), its length in one byte. An
     # attribute skipped by it is not decoded, so not checked: its value is never read.
@@ -217,12 +172,12 @@ def _key_value(raw: bytes) -> tuple[str, Any]:
                 return _SKIPPED
             # a text value written as encoders write it (most are): read here, without the
             # message objects protobuf builds for the pair (they cost more than the reading)
-            text = _text_value(raw, 2 + size)
+            text = text_value(raw, 2 + size)
             if text is not None:
                 got: tuple[str, Any] = (name, text)
                 _remember(raw, got)
                 return got
-            number = _int_value(raw, 2 + size)
+            number = int_value(raw, 2 + size)
             if number >= 0:
                 got = (name, number)
                 _remember(raw, got)
@@ -308,54 +263,89 @@ def count_spans(request: Any) -> tuple[int, int]:
     return valid, rejected
 
 
+def _lean_fields(span: Any) -> SpanFields:
+    return (
+        span.trace_id,
+        span.span_id,
+        span.parent_span_id,
+        span.name,
+        span.start_time_unix_nano,
+        span.end_time_unix_nano,
+        # upb's fields read as slices: one call builds the list, where iterating one costs a
+        # call per item and a formatted IndexError at its end
+        span.attributes[:],
+        span.status,
+        span.flags,
+    )
+
+
+def _events(span: Any) -> tuple[EventView, ...]:
+    events = span.events
+    if not events:
+        return ()
+    return tuple(EventView(e.name, attributes(e.attributes[:])) for e in events[:])
+
+
+def _view(fields: SpanFields, events: tuple[EventView, ...], service: str) -> SpanView | None:
+    """The span's view; None when its ids are invalid (the span is rejected)."""
+    trace_id, span_id, parent, name, start, end, raw_attributes, status, flags = fields
+    if not valid_ids(trace_id, span_id, parent):
+        return None
+    has_parent = bool(parent) and parent != _ZERO_SPAN
+    code, message = _status(status)
+    from_bytes = int.from_bytes
+    return SpanView(
+        trace_id=from_bytes(trace_id),
+        span_id=from_bytes(span_id),
+        parent_id=from_bytes(parent) if has_parent else None,
+        name=name,
+        start_ns=start,
+        end_ns=end or start,
+        attributes=span_attributes(raw_attributes),
+        events=events,
+        status_code=code,
+        status_description=message,
+        service=service,
+        extra=_REMOTE_EXTRA if has_parent and flags & _REMOTE_BOTH == _REMOTE_BOTH else {},
+    )
+
+
+def _raw_view(raw: bytes, service: str) -> SpanView | None:
+    fields = span_fields(raw)
+    if fields is not None:
+        return _view(fields, (), service)
+    # events, links, or a layout read by protobuf's parser, which checks it
+    try:
+        span = LeanSpan.FromString(raw)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise RequestError(f"not an OTLP protobuf trace request: span: {e}") from None
+    return _view(_lean_fields(span), _events(span), service)
+
+
 def span_views(request: Any) -> Decoded:
     """Every span of the request as a SpanView; spans with invalid ids are rejected, a malformed
-    attribute is a RequestError. ``request``: from :func:`parse_protobuf`, or any
+    attribute or span is a RequestError. ``request``: from :func:`parse_protobuf`, or any
     ``ExportTraceServiceRequest`` message."""
-    if not isinstance(request, LeanRequest):
+    raw_spans = isinstance(request, RawSpanRequest)
+    if not raw_spans and not isinstance(request, LeanRequest):
         request = LeanRequest.FromString(request.SerializeToString())
     spans: list[SpanView] = []
     append = spans.append
     rejected = 0
-    from_bytes = int.from_bytes
     for rs in request.resource_spans:
         service = service_name(rs.resource)
         for ss in rs.scope_spans:
             if ss.scope.name == OWN_SCOPE:  # loopwatch's own loop spans: never an agent's
                 continue
-            for span in ss.spans:
-                trace_id, span_id, parent = span.trace_id, span.span_id, span.parent_span_id
-                if not valid_ids(trace_id, span_id, parent):
+            for span in ss.spans[:]:
+                if raw_spans:
+                    view = _raw_view(span, service)
+                else:
+                    view = _view(_lean_fields(span), _events(span), service)
+                if view is None:
                     rejected += 1
-                    continue
-                has_parent = bool(parent) and parent != _ZERO_SPAN
-                start = span.start_time_unix_nano
-                events = span.events
-                code, message = _status(span.status)
-                append(
-                    SpanView(
-                        trace_id=from_bytes(trace_id),
-                        span_id=from_bytes(span_id),
-                        parent_id=from_bytes(parent) if has_parent else None,
-                        name=span.name,
-                        start_ns=start,
-                        end_ns=span.end_time_unix_nano or start,
-                        # upb's fields read as slices: one call builds the list, where iterating
-                        # one costs a call per item and a formatted IndexError at its end
-                        attributes=span_attributes(span.attributes[:]),
-                        events=tuple(
-                            EventView(e.name, attributes(e.attributes[:])) for e in events[:]
-                        )
-                        if events
-                        else (),
-                        status_code=code,
-                        status_description=message,
-                        service=service,
-                        extra=_REMOTE_EXTRA
-                        if has_parent and span.flags & _REMOTE_BOTH == _REMOTE_BOTH
-                        else {},
-                    )
-                )
+                else:
+                    append(view)
     return Decoded(spans, rejected)
 
 
