@@ -1,6 +1,6 @@
 """``LeanRequest``: opentelemetry-proto's ``ExportTraceServiceRequest`` with each span's
 attributes left as their serialized ``KeyValue`` bytes; ``RawSpanRequest``: the same with each
-whole span left serialized, for the compiled build's reading of spans (otlp_spans.py).
+whole span left serialized, for the compiled build's reading of spans (otlp_wire.py).
 
 Built at import with protobuf's descriptor API from opentelemetry-proto's own trace.proto: the
 same messages and field numbers, only ``Span.attributes`` (field 9) is ``repeated bytes`` and
@@ -13,7 +13,7 @@ left serialized in a ``RawSpanRequest`` parses as when its layout is unusual."""
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from opentelemetry.proto.trace.v1 import trace_pb2
@@ -40,7 +40,8 @@ def _as_bytes(message: descriptor_pb2.DescriptorProto, numbers: tuple[int, ...])
             field.ClearField("type_name")
 
 
-def _build(package: str, raw_spans: bool) -> Any:
+def _build(package: str, raw_spans: bool) -> None:
+    """Add the lean copy of trace.proto under ``package`` to protobuf's default pool."""
     file = descriptor_pb2.FileDescriptorProto()
     trace_pb2.DESCRIPTOR.CopyToProto(file)  # proto3, with common.proto and resource.proto
     file.name = f"{package.replace('.', '/')}.proto"
@@ -62,20 +63,18 @@ def _build(package: str, raw_spans: bool) -> Any:
         type_name=f".{package}.ResourceSpans",
         json_name="resourceSpans",
     )
-    pool = descriptor_pool.Default()  # holds the official files this one imports
-    pool.AddSerializedFile(file.SerializeToString())
-    return pool
+    # the default pool holds the official files this one imports
+    descriptor_pool.Default().AddSerializedFile(file.SerializeToString())
 
 
-def _message(pool: Any, name: str) -> Any:
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
+def _message(name: str) -> Any:
+    return message_factory.GetMessageClass(descriptor_pool.Default().FindMessageTypeByName(name))
 
 
-_POOL: Final = _build(_PACKAGE, raw_spans=False)
-LeanRequest: Any = _message(_POOL, f"{_PACKAGE}.ExportTraceServiceRequest")
-LeanSpan: Any = _message(_POOL, f"{_PACKAGE}.Span")
-RawSpanRequest: Any = _message(
-    _build(_RAW_PACKAGE, raw_spans=True), f"{_RAW_PACKAGE}.ExportTraceServiceRequest"
-)
+_build(_PACKAGE, raw_spans=False)
+_build(_RAW_PACKAGE, raw_spans=True)
+LeanRequest: Any = _message(f"{_PACKAGE}.ExportTraceServiceRequest")
+LeanSpan: Any = _message(f"{_PACKAGE}.Span")
+RawSpanRequest: Any = _message(f"{_RAW_PACKAGE}.ExportTraceServiceRequest")
 
 __all__ = ["LeanRequest", "LeanSpan", "RawSpanRequest"]
