@@ -14,6 +14,7 @@ from loopwatch.conventions.read import UNREAD_PREFIXES
 from loopwatch.service import otlp
 from loopwatch.service.otlp import attributes, parse_protobuf, span_attributes, span_views
 from testkit.streams import STREAMS, record
+from tests.support.wire import delimited
 
 
 def _kv(key: str, text: str) -> bytes:
@@ -135,24 +136,12 @@ def test_text_values_read_without_protobuf_read_as_protobuf_reads_them() -> None
     assert _ours(written[4]) == {"tool.k4": "y" * 20_000}
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    return bytes(out) + bytes([value])
-
-
-def _delimited(field: int, payload: bytes) -> bytes:
-    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
-
-
 def _one_span_request(status: bytes) -> bytes:
     """A request of one span whose status field holds ``status`` as written (any bytes)."""
     span = Span(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="create_ticket")
-    span_bytes = span.SerializeToString() + (_delimited(15, status) if status else b"")
+    span_bytes = span.SerializeToString() + (delimited(15, status) if status else b"")
     # request.resource_spans (1) > scope_spans (2) > spans (2)
-    return _delimited(1, _delimited(2, _delimited(2, span_bytes)))
+    return delimited(1, delimited(2, delimited(2, span_bytes)))
 
 
 def test_a_span_status_reads_as_the_official_message_does() -> None:

@@ -17,6 +17,7 @@ from loopwatch.service import otlp
 from loopwatch.service.otlp_lean import LeanRequest, RawSpanRequest
 from loopwatch.service.otlp_wire import span_fields
 from testkit.streams import STREAMS, record
+from tests.support.wire import delimited, varint
 
 
 def _both(body: bytes) -> tuple[object, object]:
@@ -49,21 +50,9 @@ def _plain(view: SpanView) -> tuple[object, ...]:
     )
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    return bytes(out) + bytes([value])
-
-
-def _delimited(field: int, payload: bytes) -> bytes:
-    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
-
-
 def _request(*spans: bytes) -> bytes:
     # request.resource_spans (1) > scope_spans (2) > spans (2)
-    return _delimited(1, _delimited(2, b"".join(_delimited(2, s) for s in spans)))
+    return delimited(1, delimited(2, b"".join(delimited(2, s) for s in spans)))
 
 
 def _span(**fields: object) -> bytes:
@@ -124,10 +113,10 @@ def test_the_usual_span_is_read_from_its_bytes() -> None:
         # kind negative: a ten-byte varint
         _span() + b"\x30" + b"\xff" * 9 + b"\x01",
         # a field numbered past 16, of each wire type
-        _span() + _varint(40 << 3 | 0) + b"\x05",
-        _span() + _varint(41 << 3 | 1) + b"\x00" * 8,
-        _span() + _delimited(42, b"later"),
-        _span() + _varint(43 << 3 | 5) + b"\x00" * 4,
+        _span() + varint(40 << 3 | 0) + b"\x05",
+        _span() + varint(41 << 3 | 1) + b"\x00" * 8,
+        _span() + delimited(42, b"later"),
+        _span() + varint(43 << 3 | 5) + b"\x00" * 4,
         # a known field of another wire type
         _span() + b"\x28\x01",  # name as a varint
         _span() + b"\x31" + b"\x00" * 8,  # kind as fixed64
