@@ -75,6 +75,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.results_dir import out_dir  # noqa: E402
+
 COMPILED = ROOT / "build" / "compiled"
 PURE_ENV = "LOOPWATCH_PURE_PYTHON"
 BUILDS = ("pure", "compiled")
@@ -799,7 +801,7 @@ def main() -> int:
     parser.add_argument(
         "--copies", type=int, help="copies of the stream (service: 20, profile: 60)"
     )
-    parser.add_argument("--out", help="directory for builds-WHAT.json")
+    parser.add_argument("--out", type=out_dir, help="directory for builds-WHAT.json")
     args = parser.parse_args()
     check_builds()
     steps: tuple[tuple[str, Callable[[argparse.Namespace], dict[str, Any]], int], ...] = (

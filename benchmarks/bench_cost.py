@@ -55,6 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.results_dir import out_dir  # noqa: E402
 from benchmarks.source_tree import PACKAGE_ROOT, export_package  # noqa: E402
 
 
@@ -530,7 +531,7 @@ def main() -> int:
     parser.add_argument(
         "--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[10, 100, 1000, 10000]
     )
-    parser.add_argument("--out", help="directory for in-process-WHAT.json")
+    parser.add_argument("--out", type=out_dir, help="directory for in-process-WHAT.json")
     args = parser.parse_args()
     keep: list[Any] = []
     report: dict[str, Any] = {"cpus": os.cpu_count()}

@@ -30,6 +30,7 @@ if __package__ in (None, ""):
 
 from prometheus_client import CollectorRegistry
 
+from benchmarks.results_dir import out_dir
 from loopwatch.core.config import Config
 from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.otlp_logs import (
@@ -113,7 +114,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--sessions", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", help="directory for logs-rate.json")
+    parser.add_argument("--out", type=out_dir, help="directory for logs-rate.json")
     args = parser.parse_args()
     texts = requests(args.sessions)
     proto = [bytes(parse_logs_json(t.encode()).SerializeToString()) for t in texts]

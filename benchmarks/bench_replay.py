@@ -66,6 +66,7 @@ if __package__ in (None, ""):
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from benchmarks.bench_service import DRIVERS, copies, pre_into_service
+from benchmarks.results_dir import out_dir
 from loopwatch.service.otlp import hex_ids_json
 from testkit.stored import COPY_EVERY_NS, collector_json_line, jaeger_v3_lines, stored_stream
 from testkit.streams import realistic_requests
@@ -464,7 +465,7 @@ def main() -> None:
     r.add_argument("--turns", type=int, default=300, help="turns in the stream before copying")
     r.add_argument("--copies", type=int, default=10)
     r.add_argument("--rounds", type=int, default=3)
-    r.add_argument("--out", help="directory for replay-rate.json")
+    r.add_argument("--out", type=out_dir, help="directory for replay-rate.json")
     j = sub.add_parser("json-split")
     j.add_argument("--turns", type=int, default=150, help="turns in the stream before copying")
     j.add_argument("--copies", type=int, default=40)
@@ -478,11 +479,11 @@ def main() -> None:
         "--spans", type=int, nargs="+", default=[100_000, 1_000_000], help="file sizes (spans)"
     )
     m.add_argument("--format", choices=("json", "proto"), default="json")
-    m.add_argument("--out", help="directory for replay-memory-FORMAT.json")
+    m.add_argument("--out", type=out_dir, help="directory for replay-memory-FORMAT.json")
     f = sub.add_parser("false-alarms")
     f.add_argument("--seeds", type=int, default=2000)
     f.add_argument("--alpha", type=float, default=0.05)
-    f.add_argument("--out", help="directory for compare-false-alarms.json")
+    f.add_argument("--out", type=out_dir, help="directory for compare-false-alarms.json")
     args = parser.parse_args()
     commands = {"rate": rate, "json-split": json_split, "read": read_formats, "memory": memory}
     {**commands, "false-alarms": false_alarms}[args.command](args)

@@ -50,6 +50,7 @@ from benchmarks.bench_service import (
     until_finished,
 )
 from benchmarks.profile_service import thread_cpu
+from benchmarks.results_dir import out_dir
 from testkit.streams import realistic_requests
 
 PER_DRIVER = 10  # copies of the stream each driver sends, as `rate` does by default
@@ -137,7 +138,7 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--out", help="directory for serve-threads.json")
+    parser.add_argument("--out", type=out_dir, help="directory for serve-threads.json")
     args = parser.parse_args()
     if shutil.which("taskset") is None or not Path("/proc/self/task").is_dir():
         raise SystemExit("bench_serve_threads.py needs Linux's /proc and taskset (util-linux)")

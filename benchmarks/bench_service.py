@@ -92,6 +92,7 @@ from prometheus_client import CollectorRegistry
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.results_dir import out_dir
 from benchmarks.source_tree import export_package
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
@@ -860,7 +861,7 @@ def main() -> None:
     r.add_argument("--copies", type=int, default=20)
     r.add_argument("--exporter-turns", type=int, default=1500)
     r.add_argument("--rounds", type=int, default=3)
-    r.add_argument("--out", help="directory for service-rate.json")
+    r.add_argument("--out", type=out_dir, help="directory for service-rate.json")
     r.add_argument("--stream", choices=("mix", "plain"), default="mix")
     r.add_argument("--transports", default="grpc,http,http-json,exporter")
     r.add_argument(
@@ -874,7 +875,7 @@ def main() -> None:
     t = sub.add_parser("throughput")
     t.add_argument("--turns", type=int, default=3000)
     t.add_argument("--rounds", type=int, default=3)
-    t.add_argument("--out", help="directory for service-throughput.json")
+    t.add_argument("--out", type=out_dir, help="directory for service-throughput.json")
     s = sub.add_parser("soak")
     s.add_argument("--seconds", type=float, default=180)
     s.add_argument("--rate", type=float, default=40, help="turns per second")
@@ -882,7 +883,7 @@ def main() -> None:
     s.add_argument("--idle", type=float, default=20, help="idle timeout, seconds")
     s.add_argument("--open-turns", type=int, default=300, help="open-turn bound")
     s.add_argument("--every", type=float, default=5, help="sampling period, seconds")
-    s.add_argument("--out", help="directory for service-soak.csv and .json")
+    s.add_argument("--out", type=out_dir, help="directory for service-soak.csv and .json")
     args = parser.parse_args()
     {"rate": rate, "views": views, "throughput": throughput, "soak": soak}[args.command](args)
 

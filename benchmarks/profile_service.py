@@ -55,6 +55,7 @@ from benchmarks.bench_service import (
     span_count,
     until_finished,
 )
+from benchmarks.results_dir import out_dir
 from testkit.profile_report import report_of
 from testkit.streams import realistic_requests
 
@@ -146,7 +147,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=300, help="turns in the stream")
     parser.add_argument("--copies", type=int, default=60, help="copies of the stream (rate: 20)")
     parser.add_argument("--samples-per-second", type=int, default=200)
-    parser.add_argument("--out", help="directory for service-profile.json")
+    parser.add_argument("--out", type=out_dir, help="directory for service-profile.json")
     parser.add_argument("--baseline", help="git revision or import root profiled too")
     parser.add_argument("--py-spy", help="py-spy's path (default: on PATH or beside python)")
     parser.add_argument(
