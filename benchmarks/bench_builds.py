@@ -75,7 +75,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.results_dir import out_dir  # noqa: E402
+from testkit.results_dir import out_dir  # noqa: E402
 
 COMPILED = ROOT / "build" / "compiled"
 PURE_ENV = "LOOPWATCH_PURE_PYTHON"

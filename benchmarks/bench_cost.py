@@ -55,8 +55,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.results_dir import out_dir  # noqa: E402
 from benchmarks.source_tree import PACKAGE_ROOT, export_package  # noqa: E402
+from testkit.results_dir import out_dir  # noqa: E402
 
 
 # -- children: one measurement each, printed as JSON -------------------------------------------

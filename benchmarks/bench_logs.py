@@ -30,7 +30,6 @@ if __package__ in (None, ""):
 
 from prometheus_client import CollectorRegistry
 
-from benchmarks.results_dir import out_dir
 from loopwatch.core.config import Config
 from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.otlp_logs import (
@@ -41,6 +40,7 @@ from loopwatch.service.otlp_logs import (
 )
 from loopwatch.service.pipeline import LogBatch, Pipeline
 from testkit import coding_agents
+from testkit.results_dir import out_dir
 from testkit.serve_process import ServeProcess, wait_for
 
 EXPORT_LOGS = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"

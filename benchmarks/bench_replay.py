@@ -66,8 +66,8 @@ if __package__ in (None, ""):
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from benchmarks.bench_service import DRIVERS, copies, pre_into_service
-from benchmarks.results_dir import out_dir
 from loopwatch.service.otlp import hex_ids_json
+from testkit.results_dir import out_dir
 from testkit.stored import COPY_EVERY_NS, collector_json_line, jaeger_v3_lines, stored_stream
 from testkit.streams import realistic_requests
 

@@ -50,7 +50,7 @@ from benchmarks.bench_service import (
     until_finished,
 )
 from benchmarks.profile_service import thread_cpu
-from benchmarks.results_dir import out_dir
+from testkit.results_dir import out_dir
 from testkit.streams import realistic_requests
 
 PER_DRIVER = 10  # copies of the stream each driver sends, as `rate` does by default

@@ -92,7 +92,6 @@ from prometheus_client import CollectorRegistry
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.results_dir import out_dir
 from benchmarks.source_tree import export_package
 from loopwatch.core.config import Config
 from loopwatch.core.declarations import ToolDeclaration
@@ -101,6 +100,7 @@ from loopwatch.metrics.exporter import LoopwatchMetrics
 from loopwatch.service.grpc_server import SERVICE
 from loopwatch.service.otlp import hex_ids_json, span_views
 from loopwatch.service.pipeline import Pipeline
+from testkit.results_dir import out_dir
 from testkit.serve_process import ServeProcess
 from testkit.streams import SeededIds, emit_plain, mixed_turn, realistic_requests, record
 

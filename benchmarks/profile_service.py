@@ -55,8 +55,8 @@ from benchmarks.bench_service import (
     span_count,
     until_finished,
 )
-from benchmarks.results_dir import out_dir
 from testkit.profile_report import report_of
+from testkit.results_dir import out_dir
 from testkit.streams import realistic_requests
 
 

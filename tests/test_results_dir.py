@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.results_dir import out_dir
+from testkit.results_dir import out_dir
 
 
 def test_a_missing_folder_is_made_with_its_parents(tmp_path: Path) -> None:
