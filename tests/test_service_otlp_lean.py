@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 from google.protobuf.message import DecodeError
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
@@ -13,8 +12,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from loopwatch.conventions.read import UNREAD_PREFIXES
 from loopwatch.service import otlp
 from loopwatch.service.otlp import attributes, parse_protobuf, span_attributes, span_views
-from testkit.streams import STREAMS, record
-from tests.support.wire import delimited
+from tests.support.wire import delimited, stream_requests
 
 
 def _kv(key: str, text: str) -> bytes:
@@ -23,20 +21,17 @@ def _kv(key: str, text: str) -> bytes:
 
 def test_every_benchmark_stream_reads_as_the_official_messages_do() -> None:
     checked = 0
-    for name in sorted(STREAMS):
-        spans = record(STREAMS[name])[:600]
-        for i in range(0, len(spans), 200):
-            body = encode_spans(spans[i : i + 200]).SerializeToString()
-            official = [
-                attributes(s.attributes, UNREAD_PREFIXES)
-                for rs in ExportTraceServiceRequest.FromString(body).resource_spans
-                for ss in rs.scope_spans
-                for s in ss.spans
-            ]
-            for _ in range(2):  # first from the bytes, then from the cache
-                views = span_views(parse_protobuf(body)).spans
-                assert [v.attributes for v in views] == official
-                checked += len(views)
+    for body in stream_requests():
+        official = [
+            attributes(s.attributes, UNREAD_PREFIXES)
+            for rs in ExportTraceServiceRequest.FromString(body).resource_spans
+            for ss in rs.scope_spans
+            for s in ss.spans
+        ]
+        for _ in range(2):  # first from the bytes, then from the cache
+            views = span_views(parse_protobuf(body)).spans
+            assert [v.attributes for v in views] == official
+            checked += len(views)
     assert checked > 2000
 
 

@@ -8,7 +8,6 @@ import random
 
 import pytest
 from google.protobuf.message import DecodeError
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
@@ -16,8 +15,7 @@ from loopwatch.core.span_view import SpanView
 from loopwatch.service import otlp
 from loopwatch.service.otlp_lean import LeanRequest, RawSpanRequest
 from loopwatch.service.otlp_wire import span_fields
-from testkit.streams import STREAMS, record
-from tests.support.wire import delimited, varint
+from tests.support.wire import delimited, stream_requests, varint
 
 
 def _both(body: bytes) -> tuple[object, object]:
@@ -66,13 +64,10 @@ def _attribute(key: str, text: str) -> KeyValue:
 
 def test_every_benchmark_stream_reads_the_same_both_ways() -> None:
     read = 0
-    for name in sorted(STREAMS):
-        spans = record(STREAMS[name])[:600]
-        for i in range(0, len(spans), 200):
-            body = encode_spans(spans[i : i + 200]).SerializeToString()
-            lean, raw = _both(body)
-            assert lean == raw and lean != "refused"
-            read += len(lean[0])  # type: ignore[index]
+    for body in stream_requests():
+        lean, raw = _both(body)
+        assert lean == raw and lean != "refused"
+        read += len(lean[0])  # type: ignore[index]
     assert read > 1500
 
 
